@@ -1,0 +1,58 @@
+"""asynccomp: compile CUDA kernels in bulk, fast.
+
+An async engine queues many kernel sources and compiles them concurrently through NVRTC
+(worker threads) and nvcc (subprocesses), returning binaries, logs, ptxas resource
+reports and timings. :class:`SyncEngine` offers the same as blocking calls, and
+:mod:`asynccomp.tvm` plugs the engine into TVM as ``tvm_callback_cuda_compile``.
+
+>>> import anyio
+>>> from asynccomp import CompileJob, Engine
+>>> async def main() -> bool:
+...     async with Engine(arch="sm_90a") as engine:
+...         result = await engine.compile(CompileJob('extern "C" __global__ void k() {}'))
+...     return result.ok
+>>> anyio.run(main)
+True
+"""
+
+from __future__ import annotations
+
+from .engine import Engine, EngineStatistics
+from .errors import (
+    ArchitectureNotFound,
+    AsyncCompError,
+    CompileError,
+    CompileTimeout,
+    DumpDirError,
+    EngineClosed,
+    InvalidJob,
+    ToolkitNotFound,
+    WorkerCrashed,
+)
+from .job import CompileJob
+from .ptxas import KernelResources
+from .result import CompileResult
+from .sync import SyncEngine
+from .toolkit import Toolkit, find_toolkit
+
+__version__ = "0.1.0"
+
+__all__ = (
+    "ArchitectureNotFound",
+    "AsyncCompError",
+    "CompileError",
+    "CompileJob",
+    "CompileResult",
+    "CompileTimeout",
+    "DumpDirError",
+    "Engine",
+    "EngineClosed",
+    "EngineStatistics",
+    "InvalidJob",
+    "KernelResources",
+    "SyncEngine",
+    "Toolkit",
+    "ToolkitNotFound",
+    "WorkerCrashed",
+    "find_toolkit",
+)

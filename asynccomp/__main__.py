@@ -1,0 +1,9 @@
+"""``python -m asynccomp``: the same as the ``asynccomp`` command."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,149 @@
+"""nvcc as concurrent subprocesses.
+
+Each job runs in its own fresh temporary folder (nvcc writes intermediates next to its
+output), with stdout and stderr captured together in one log. nvcc is started as the
+leader of a new process group so that a timeout or a cancellation can kill it together
+with the cicc/ptxas/fatbinary children it spawned; the folder is removed in every case.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+from ..errors import ToolkitNotFound
+from ..job import CompileJob, parse_arch
+from .base import BackendOutput, CompilerBackend, PreparedCompile, safe_stem
+
+__all__ = ("NvccBackend", "nvcc_arch_flags")
+
+
+def nvcc_arch_flags(arch: str, output: str) -> list[str]:
+    """``-gencode``/``-arch`` flags for ``arch`` (``sm_90a`` or ``compute_90a``) and format."""
+    family, number, suffix = parse_arch(arch)
+    virtual, real = f"compute_{number}{suffix}", f"sm_{number}{suffix}"
+    if output == "ptx":
+        return [f"-arch={virtual}"]
+    if output == "cubin":
+        return [f"-arch={real}"]
+    # fatbin: SASS for an sm_ arch (TVM's form); PTX only when a compute_ arch was asked for.
+    code = virtual if family == "compute" else real
+    return ["-gencode", f"arch={virtual},code={code}"]
+
+
+def _kill_group(process: anyio.abc.Process) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class NvccBackend(CompilerBackend):
+    """nvcc, one subprocess per running job; the engine bounds how many run at once."""
+
+    name = "nvcc"
+
+    def prepare(self, job: CompileJob, arch: str, *, dump: bool = False) -> PreparedCompile:
+        nvcc = self.toolkit.nvcc
+        if nvcc is None:
+            raise ToolkitNotFound(
+                "nvcc was not found; searched: " + "; ".join(self.toolkit.searched)
+                + ". Set CUDA_PATH to a CUDA toolkit, put nvcc on PATH, or "
+                "pip install nvidia-cuda-nvcc",
+                searched=self.toolkit.searched, job=job,
+            )
+        output = job.output_format
+        filename = f"{safe_stem(job.name)}.cu"
+        argv = [str(nvcc)]
+        if job.exact_options:
+            argv += job.options
+        else:
+            argv += [f"--{output}", "-O3", *nvcc_arch_flags(arch, output)]
+            if output != "ptx":
+                argv.append("--ptxas-options=-v")  # the resource report, always
+            argv += job.options
+        if dump and "-lineinfo" not in argv and "--generate-line-info" not in argv:
+            argv.append("-lineinfo")
+        if dump:
+            # Intermediates are kept in the job's own temp folder and moved to keep_dir
+            # afterwards: a dump folder that cannot be written must not fail the compile.
+            argv.append("--keep")
+        stem = filename[: -len(".cu")]
+        argv += ["-o", f"{stem}.{output}", filename]
+        return PreparedCompile(
+            backend=self.name, output=output, arch=arch, source=job.source, filename=filename,
+            options=tuple(argv), timeout=job.timeout,
+        )
+
+    async def run(self, prepared: PreparedCompile) -> BackendOutput:
+        workdir = Path(tempfile.mkdtemp(prefix="asynccomp-nvcc-"))
+        try:
+            (workdir / prepared.filename).write_text(prepared.source)
+            out = await self._run_in(workdir, prepared)
+            if prepared.keep_dir is not None:
+                out = _move_intermediates(workdir, prepared, out)
+            return out
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    async def _run_in(self, workdir: Path, prepared: PreparedCompile) -> BackendOutput:
+        chunks: list[bytes] = []
+        try:
+            process = await anyio.open_process(
+                list(prepared.options), cwd=workdir, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except OSError as exc:
+            return BackendOutput("failed", None, str(exc), f"could not start nvcc: {exc}")
+        try:
+            with anyio.move_on_after(prepared.timeout) as deadline:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_drain, process, chunks)
+                    await process.wait()
+        finally:
+            if process.returncode is None or deadline.cancelled_caught:
+                _kill_group(process)
+            with anyio.CancelScope(shield=True):
+                await process.aclose()
+        # A crashed child may still hold the group; nothing of it may outlive the job.
+        _kill_group(process)
+        log = b"".join(chunks).decode("utf-8", errors="replace")
+        if deadline.cancelled_caught:
+            return BackendOutput("timeout", None, log, "nvcc was killed")
+        if process.returncode != 0:
+            return BackendOutput(
+                "failed", None, log, f"nvcc exited with status {process.returncode}"
+            )
+        out = workdir / prepared.binary_name
+        binary = out.read_bytes() if out.is_file() else b""
+        if not binary:
+            return BackendOutput("failed", None, log, "nvcc produced an empty result")
+        return BackendOutput("ok", binary, log)
+
+
+def _move_intermediates(
+    workdir: Path, prepared: PreparedCompile, out: BackendOutput
+) -> BackendOutput:
+    assert prepared.keep_dir is not None
+    skip = {prepared.filename, prepared.binary_name}
+    try:
+        for item in workdir.iterdir():
+            if item.name not in skip:
+                shutil.move(str(item), Path(prepared.keep_dir) / item.name)
+    except OSError as exc:
+        return replace(out, warnings=(*out.warnings, f"nvcc intermediates not kept: {exc}"))
+    return out
+
+
+async def _drain(process: anyio.abc.Process, chunks: list[bytes]) -> None:
+    assert process.stdout is not None
+    async for chunk in process.stdout:
+        chunks.append(chunk)

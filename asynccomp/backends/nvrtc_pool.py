@@ -1,0 +1,161 @@
+"""Long-lived NVRTC worker processes, so that NVRTC front ends run in parallel.
+
+The pool holds at most ``size`` workers (the engine's limiter sends it no more jobs than
+that). A worker is started on first need, or all at once by :meth:`warm_up`, and each
+compiles a small warm-up program first: the first compiles in a fresh process are slow
+and erratic, so that cost is paid before the timed work.
+
+Faults stay with their job: a worker that dies (a crash, an out-of-memory kill) fails only
+the job it was running with status ``"crashed"`` and is replaced on next need; a job that
+outruns its timeout is stopped by NVRTC's flow callback inside the worker, and if NVRTC
+does not stop within a grace period the worker is killed. A cancelled job's worker is
+killed too. :meth:`aclose` kills every worker, so none outlives the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import anyio.abc
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from .base import BackendOutput, PreparedCompile
+
+__all__ = ("NvrtcProcessPool",)
+
+_HEADER_SIZE = 8
+# How long past its timeout a job may take to notice the flow callback before its worker
+# is killed.
+KILL_GRACE = 5.0
+
+
+def _worker_env() -> dict[str, str]:
+    # Make ``-m asynccomp.backends.nvrtc_worker`` importable from a source checkout too.
+    package_parent = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class _Worker:
+    def __init__(self, process: anyio.abc.Process) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self.process = process
+        self._send = process.stdin
+        self._receive = BufferedByteReceiveStream(process.stdout)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    async def call(self, prepared: PreparedCompile) -> BackendOutput:
+        payload = pickle.dumps(prepared, protocol=pickle.HIGHEST_PROTOCOL)
+        await self._send.send(len(payload).to_bytes(_HEADER_SIZE, "little") + payload)
+        size = int.from_bytes(await self._receive.receive_exactly(_HEADER_SIZE), "little")
+        out = pickle.loads(await self._receive.receive_exactly(size))
+        assert isinstance(out, BackendOutput)
+        return out
+
+    async def kill(self) -> None:
+        with anyio.CancelScope(shield=True):
+            if self.process.returncode is None:
+                try:
+                    self.process.kill()
+                except ProcessLookupError:
+                    pass
+            await self.process.aclose()
+
+
+class NvrtcProcessPool:
+    """Up to ``size`` NVRTC worker processes; ``warmup`` is compiled once by each."""
+
+    def __init__(self, size: int, warmup: PreparedCompile | None = None) -> None:
+        self.size = size
+        self.warmup = warmup
+        self._idle: list[_Worker] = []
+        self._busy: set[_Worker] = set()
+        self._closed = False
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the workers now alive (idle or busy)."""
+        return [w.pid for w in (*self._idle, *self._busy)]
+
+    async def _spawn(self) -> _Worker:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "asynccomp.backends.nvrtc_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=_worker_env(),
+        )
+        worker = _Worker(process)
+        if self.warmup is not None:
+            try:
+                await worker.call(self.warmup)
+            except BaseException:
+                await worker.kill()
+                raise
+        return worker
+
+    async def warm_up(self) -> None:
+        """Start every worker now (in parallel) and wait until all have warmed up."""
+        missing = self.size - len(self._idle) - len(self._busy)
+
+        async def add() -> None:
+            worker = await self._spawn()
+            self._idle.append(worker)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(missing):
+                tg.start_soon(add)
+
+    async def run(self, prepared: PreparedCompile) -> BackendOutput:
+        if self._closed:
+            raise RuntimeError("the NVRTC worker pool is closed")
+        worker = self._idle.pop() if self._idle else await self._spawn()
+        self._busy.add(worker)
+        healthy = False
+        try:
+            limit = None if prepared.timeout is None else prepared.timeout + KILL_GRACE
+            with anyio.move_on_after(limit) as deadline:
+                out = await worker.call(prepared)
+                healthy = True
+            if deadline.cancelled_caught:
+                return BackendOutput("timeout", None, "", "NVRTC did not stop; worker killed")
+            return out
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
+                anyio.ClosedResourceError, EOFError, pickle.UnpicklingError):
+            with anyio.CancelScope(shield=True):
+                await worker.kill()
+            why = _describe_exit(worker.process.returncode)
+            return BackendOutput(
+                "crashed", None, "",
+                f"the NVRTC worker process (pid {worker.pid}) {why} while compiling",
+            )
+        finally:
+            self._busy.discard(worker)
+            if healthy and not self._closed:
+                self._idle.append(worker)
+            else:
+                await worker.kill()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        workers = [*self._idle, *self._busy]
+        self._idle.clear()
+        for worker in workers:
+            await worker.kill()

@@ -1,0 +1,172 @@
+"""Per-job dump folders: exactly what was compiled, how, and what came out.
+
+Each dumped job gets a folder of its own, ``<root>/<sequence>-<name>-<key>/``, made
+with an exclusive ``mkdir`` so that concurrent jobs (even of one name and one source,
+even from several processes sharing a root) never share one. It holds:
+
+- ``<name>.cu``: the exact source text the compiler received;
+- ``command.txt``: NVRTC's option list (one per line) or nvcc's command line;
+- ``compile.log``: the compiler's whole output;
+- ``<name>.cubin`` / ``.fatbin`` / ``.ptx``: the binary, byte-identical to ``result.binary``;
+- ``result.json``: job fields, status, error, timings, resources, toolkit versions;
+- for nvcc jobs, nvcc's ``--keep`` intermediates and ``rerun.sh``, which re-runs the
+  same command in that folder.
+
+The root also gets ``manifest.jsonl``, one JSON line per finished job, appended in a
+single ``write`` so lines from concurrent jobs never interleave.
+
+Writing a dump never costs a compile result: an I/O error becomes a warning on the
+result, and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import shlex
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .backends.base import PreparedCompile, safe_stem
+from .errors import DumpDirError
+from .job import CompileJob
+from .result import CompileResult
+
+__all__ = ("DumpRoot", "default_dump_root", "job_key")
+
+MANIFEST = "manifest.jsonl"
+
+
+def default_dump_root() -> Path:
+    """Where ``CompileJob(dump=True)`` goes when the engine has no ``dump_dir``:
+    ``$ASYNCCOMP_DUMP_DIR``, else ``./asynccomp-dumps``."""
+    return Path(os.environ.get("ASYNCCOMP_DUMP_DIR") or "asynccomp-dumps").absolute()
+
+
+def job_key(prepared: PreparedCompile) -> str:
+    """A short digest of what was compiled (source and options), for folder names."""
+    digest = hashlib.sha256()
+    for part in (prepared.backend, prepared.arch, prepared.output, *prepared.options):
+        digest.update(part.encode() + b"\x00")
+    digest.update(prepared.source.encode())
+    return digest.hexdigest()[:12]
+
+
+class DumpRoot:
+    """A folder that receives job dump folders. Checked when made: it must be writable."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.path = Path(root).absolute()
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            probe = self.path / f".probe-{os.getpid()}-{threading.get_ident()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise DumpDirError(f"dump folder {self.path} is not usable: {exc}") from exc
+        self._sequence = itertools.count(_next_sequence(self.path))
+        self._lock = threading.Lock()
+
+    def make_job_folder(self, job: CompileJob, prepared: PreparedCompile) -> Path:
+        """Create and return a fresh folder for one job (never one that exists)."""
+        name = safe_stem(job.name, limit=40)
+        key = job_key(prepared)
+        while True:
+            with self._lock:
+                sequence = next(self._sequence)
+            folder = self.path / f"{sequence:06d}-{name}-{key}"
+            try:
+                folder.mkdir()
+            except FileExistsError:  # another process sharing this root took it
+                continue
+            return folder
+
+    def write_inputs(self, folder: Path, prepared: PreparedCompile) -> None:
+        """Source and command: written before compiling, so a hang still leaves a repro."""
+        (folder / prepared.filename).write_text(prepared.source)
+        if prepared.backend == "nvcc":
+            command = shlex.join(prepared.options) + "\n"
+            (folder / "rerun.sh").write_text(
+                "#!/bin/sh\n# Re-run the compile exactly as asynccomp ran it.\n"
+                f'cd "$(dirname "$0")" && exec {command}'
+            )
+            (folder / "rerun.sh").chmod(0o755)
+        else:
+            command = "\n".join(prepared.options) + "\n"
+        (folder / "command.txt").write_text(command)
+
+    def write_outputs(
+        self, folder: Path, prepared: PreparedCompile, result: CompileResult,
+        versions: dict[str, str | None],
+    ) -> None:
+        """Log, binary, result.json, and the manifest line."""
+        (folder / "compile.log").write_text(result.log)
+        binary_name = None
+        if result.binary is not None:
+            binary_name = prepared.binary_name
+            (folder / binary_name).write_bytes(result.binary)
+        record = result_record(result, folder=folder, binary_name=binary_name, versions=versions)
+        (folder / "result.json").write_text(json.dumps(record, indent=2) + "\n")
+        self.append_manifest(record)
+
+    def append_manifest(self, record: dict[str, Any]) -> None:
+        keys = ("folder", "name", "backend", "status", "error_type", "elapsed", "queued",
+                "cached", "binary_sha256", "finished_at")
+        line = json.dumps({k: record.get(k) for k in keys}) + "\n"
+        fd = os.open(self.path / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line.encode())  # one O_APPEND write: lines never interleave
+        finally:
+            os.close(fd)
+
+
+def _next_sequence(root: Path) -> int:
+    """Continue numbering after what the root already holds (a second run appends)."""
+    highest = -1
+    try:
+        for entry in os.scandir(root):
+            head = entry.name.split("-", 1)[0]
+            if head.isdigit():
+                highest = max(highest, int(head))
+    except OSError:
+        pass
+    return highest + 1
+
+
+def result_record(
+    result: CompileResult, *, folder: Path | None, binary_name: str | None,
+    versions: dict[str, str | None],
+) -> dict[str, Any]:
+    """The machine-readable description of a result (``result.json``, the CLI's ``--json``)."""
+    job = result.job
+    if result.ok:
+        status = "cached" if result.cached else "ok"
+    else:
+        status = "timeout" if type(result.error).__name__ == "CompileTimeout" else "failed"
+    return {
+        "folder": str(folder) if folder else None,
+        "name": job.name,
+        "backend": job.backend,
+        "output": result.output,
+        "arch": result.arch,
+        "options": list(job.options),
+        "timeout": job.timeout,
+        "status": status,
+        "error_type": type(result.error).__name__ if result.error else None,
+        "error": str(result.error) if result.error else None,
+        "elapsed": round(result.elapsed, 6),
+        "queued": round(result.queued, 6),
+        "cached": result.cached,
+        "command": list(result.command),
+        "binary": binary_name,
+        "binary_size": len(result.binary) if result.binary is not None else None,
+        "binary_sha256": hashlib.sha256(result.binary).hexdigest() if result.binary else None,
+        "resources": {name: r.to_dict() for name, r in result.resources.items()},
+        "toolkit": versions,
+        "warnings": list(result.warnings),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }

@@ -1,0 +1,518 @@
+"""The scheduler: an async engine that runs many compile jobs at once.
+
+Jobs wait for a free slot of their backend (a :class:`anyio.CapacityLimiter` per
+backend: NVRTC threads, nvcc subprocesses), then run. Every compile runs in a task owned
+by the caller (``compile``, ``compile_many``) or by the engine's own task group
+(``as_completed``), so exceptions always propagate and nothing outlives the engine.
+
+Example::
+
+    import anyio
+    from asynccomp import CompileJob, Engine
+
+    SOURCE = 'extern "C" __global__ void scale(float* x) { x[threadIdx.x] *= 2.0f; }'
+
+    async def main() -> None:
+        jobs = [CompileJob(SOURCE, name=f"scale{i}") for i in range(8)]
+        async with Engine(arch="sm_90a") as engine:
+            for result in await engine.compile_many(jobs):
+                print(result.job.name, len(result.unwrap()), "bytes of cubin")
+
+    anyio.run(main)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from .backends import BackendOutput, CompilerBackend, NvccBackend, NvrtcBackend, PreparedCompile
+from .backends.nvrtc import NvrtcMode
+from .cache import default_cache_dir
+from .dumps import DumpRoot, default_dump_root
+from .errors import (
+    ArchitectureNotFound,
+    CompileError,
+    CompileTimeout,
+    EngineClosed,
+    InvalidJob,
+    ToolkitNotFound,
+    WorkerCrashed,
+)
+from .gpu import local_gpu_arch
+from .job import CompileJob, parse_arch
+from .ptxas import parse_resource_report
+from .result import CompileResult
+from .result_cache import ResultCache
+from .toolkit import Toolkit, find_toolkit
+
+__all__ = ("Engine", "EngineStatistics", "default_workers")
+
+
+def default_workers() -> int:
+    """One worker per CPU this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class EngineStatistics:
+    """A snapshot of an engine's counters (``Engine.statistics()``).
+
+    ``submitted`` jobs are ``queued`` (waiting for a worker), ``running``, or
+    ``completed``; completed ones either ``succeeded`` or ``failed`` (``timed_out`` counts
+    the failures that were timeouts). ``compiled`` counts compiler runs, ``cache_hits``
+    the jobs answered from the cache, ``deduplicated`` those that waited for an identical
+    job already compiling.
+    """
+
+    submitted: int = 0
+    queued: int = 0
+    running: int = 0
+    completed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    timed_out: int = 0
+    compiled: int = 0
+    cache_hits: int = 0
+    deduplicated: int = 0
+
+
+class _InFlight:
+    """A compile others wait for: ``result`` is set (or left None if cancelled), then ``done``."""
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.result: CompileResult | None = None
+
+
+class _Counters:
+    def __init__(self) -> None:
+        for f in fields(EngineStatistics):
+            setattr(self, f.name, 0)
+
+    def snapshot(self) -> EngineStatistics:
+        return EngineStatistics(**{f.name: getattr(self, f.name) for f in fields(EngineStatistics)})
+
+
+# Measured: one NVRTC worker compiling a large TVM kernel peaks near 1 GiB resident.
+NVRTC_WORKER_MEMORY = 2**30
+
+
+def default_nvrtc_workers() -> int:
+    """One per CPU, but no more than available memory holds at ~1 GiB per worker."""
+    workers = default_workers()
+    try:
+        with open("/proc/meminfo") as meminfo:
+            fields_ = dict(line.split(":", 1) for line in meminfo)
+        available = int(fields_["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return workers
+    return max(1, min(workers, available // NVRTC_WORKER_MEMORY))
+
+
+def _check_workers(name: str, value: int | None) -> int:
+    if value is None:
+        return default_workers()
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidJob(name, value, "must be a positive int or None")
+    return value
+
+
+class Engine:
+    """Compiles :class:`~asynccomp.CompileJob` s concurrently. Use as ``async with``.
+
+    Args:
+        arch: architecture for jobs that name none (e.g. ``"sm_90a"``); ``None`` asks the
+            local GPU. A job's own ``arch`` always wins.
+        nvrtc_workers: NVRTC compiles at once (default: one per CPU, fewer when memory is
+            short: see :func:`default_nvrtc_workers`).
+        nvcc_workers: nvcc subprocesses at once (default: one per CPU).
+        nvrtc_mode: ``"processes"`` (long-lived worker processes: NVRTC front ends run in
+            parallel), ``"threads"`` (in this process: only NVRTC's back end overlaps), or
+            ``"auto"`` (the default): processes when more than one NVRTC worker is allowed.
+        toolkit: the toolkit to use (default: :func:`~asynccomp.toolkit.find_toolkit`).
+        dump_dir: dump every job into its own folder under this root (see
+            :mod:`asynccomp.dumps`); jobs with ``dump=True`` are dumped here too, or under
+            :func:`~asynccomp.dumps.default_dump_root` when this is ``None``.
+        cache: keep compiled results and answer identical jobs from them
+            (:mod:`asynccomp.result_cache`); ``False`` compiles every job.
+        cache_dir: the on-disk cache folder; ``None`` uses ``$ASYNCCOMP_CACHE_DIR`` or the
+            user cache folder, ``False`` keeps the cache in memory only.
+        memory_cache_bytes, disk_cache_bytes: size bounds of the two levels (LRU).
+        cache_failures: also cache compile errors (never timeouts or crashes).
+    """
+
+    def __init__(
+        self,
+        arch: str | None = None,
+        nvrtc_workers: int | None = None,
+        nvcc_workers: int | None = None,
+        *,
+        nvrtc_mode: Literal["auto", "threads", "processes"] = "auto",
+        toolkit: Toolkit | None = None,
+        dump_dir: str | os.PathLike[str] | None = None,
+        cache: bool = True,
+        cache_dir: str | os.PathLike[str] | Literal[False] | None = None,
+        memory_cache_bytes: int = 256 * 2**20,
+        disk_cache_bytes: int = 4 * 2**30,
+        cache_failures: bool = False,
+    ) -> None:
+        if arch is not None:
+            parse_arch(arch)
+        self.arch = arch
+        self.nvrtc_workers = (
+            default_nvrtc_workers() if nvrtc_workers is None
+            else _check_workers("nvrtc_workers", nvrtc_workers)
+        )
+        if nvrtc_mode not in ("auto", "threads", "processes"):
+            raise InvalidJob("nvrtc_mode", nvrtc_mode, "expected auto, threads or processes")
+        self.nvrtc_mode: NvrtcMode = (
+            ("processes" if self.nvrtc_workers > 1 else "threads")
+            if nvrtc_mode == "auto" else nvrtc_mode
+        )
+        self.nvcc_workers = _check_workers("nvcc_workers", nvcc_workers)
+        self._toolkit = toolkit
+        self.dump_dir = None if dump_dir is None else Path(dump_dir)
+        self._dump_roots: dict[Path, DumpRoot] = {}
+        if cache_dir is not None and cache_dir is not False and not isinstance(
+            cache_dir, (str, os.PathLike)
+        ):
+            raise InvalidJob("cache_dir", cache_dir, "must be a path, None or False")
+        self._cache_settings = (cache, cache_dir, memory_cache_bytes, disk_cache_bytes,
+                                cache_failures)
+        self._cache: ResultCache | None = None
+        self._in_flight: dict[str, _InFlight] = {}
+        self._counters = _Counters()
+        self._backends: dict[str, CompilerBackend] = {}
+        self._limiters: dict[str, anyio.CapacityLimiter] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def __aenter__(self) -> Engine:
+        if self._task_group is not None:
+            raise EngineClosed("this Engine is already running; make a new one")
+        if self.dump_dir is not None:
+            # An unusable dump root fails here, before any job runs.
+            root = await anyio.to_thread.run_sync(DumpRoot, self.dump_dir)
+            self._dump_roots[self.dump_dir] = root
+        if self._toolkit is None:
+            # The first lookup runs nvcc --version: keep it off the event loop.
+            self._toolkit = await anyio.to_thread.run_sync(find_toolkit)
+        self._cache = await anyio.to_thread.run_sync(self._make_cache)
+        self._backends = {
+            "nvrtc": NvrtcBackend(self._toolkit, self.nvrtc_mode, self.nvrtc_workers,
+                                  warmup_arch=self.arch or "sm_80"),
+            "nvcc": NvccBackend(self._toolkit),
+        }
+        self._limiters = {
+            "nvrtc": anyio.CapacityLimiter(self.nvrtc_workers),
+            "nvcc": anyio.CapacityLimiter(self.nvcc_workers),
+        }
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        task_group, self._task_group = self._task_group, None
+        assert task_group is not None
+        try:
+            return await task_group.__aexit__(exc_type, exc, tb)
+        finally:
+            with anyio.CancelScope(shield=True):
+                for backend in self._backends.values():
+                    await backend.aclose()
+
+    def _make_cache(self) -> ResultCache | None:
+        enabled, cache_dir, memory_bytes, disk_bytes, failures = self._cache_settings
+        if not enabled:
+            return None
+        if cache_dir is False:
+            disk = None
+        else:
+            disk = default_cache_dir() if cache_dir is None else Path(cache_dir)
+        return ResultCache(disk, memory_bytes=memory_bytes, disk_bytes=disk_bytes,
+                           cache_failures=failures)
+
+    @property
+    def cache(self) -> ResultCache | None:
+        """The engine's result cache (``None`` when caching is off)."""
+        return self._cache
+
+    @property
+    def toolkit(self) -> Toolkit:
+        """The toolkit this engine compiles with (known once the engine has started)."""
+        if self._toolkit is None:
+            raise EngineClosed("the toolkit is looked up when the engine starts")
+        return self._toolkit
+
+    def statistics(self) -> EngineStatistics:
+        """An immutable snapshot of the counters."""
+        return self._counters.snapshot()
+
+    # -- public API ----------------------------------------------------------------------
+
+    async def compile(self, job: CompileJob) -> CompileResult:
+        """Compile one job. A compile failure is returned in ``result.error``, not raised."""
+        self._require_running()
+        return await self._run_job(_check_job(job))
+
+    async def compile_many(self, jobs: Iterable[CompileJob]) -> list[CompileResult]:
+        """Compile all ``jobs`` concurrently; results come back in the order of ``jobs``."""
+        self._require_running()
+        batch = [_check_job(job) for job in jobs]
+        results: list[CompileResult | None] = [None] * len(batch)
+
+        async def run(index: int, job: CompileJob) -> None:
+            results[index] = await self._run_job(job)
+
+        async with anyio.create_task_group() as tg:
+            for index, job in enumerate(batch):
+                tg.start_soon(run, index, job)
+        return [r for r in results if r is not None]
+
+    async def warm_up(self) -> None:
+        """Start NVRTC's workers and compile a small program in each, now.
+
+        The first compiles in a fresh process are slow and erratic; a sweep that is timed
+        (or that wants its first results fast) calls this right after starting the engine.
+        Without it, workers start with the first NVRTC job.
+        """
+        self._require_running()
+        await self._backends["nvrtc"].warm_up()
+
+    def prefetch(self, jobs: Iterable[CompileJob]) -> None:
+        """Start compiling ``jobs`` in the background and return at once.
+
+        The results go to the cache, so later ``compile`` calls for the same jobs are cache
+        hits (or wait for the compile in flight). The compiles belong to the engine: it
+        waits for them when it closes, and an unexpected error in one propagates there.
+        """
+        task_group = self._require_running()
+        for job in [_check_job(job) for job in jobs]:
+            task_group.start_soon(self._run_job, job)
+
+    async def as_completed(self, jobs: Iterable[CompileJob]) -> AsyncIterator[CompileResult]:
+        """Compile all ``jobs`` concurrently and yield each result as soon as it is ready.
+
+        Leaving the loop early cancels the jobs still running.
+        """
+        task_group = self._require_running()
+        batch = [_check_job(job) for job in jobs]
+        send, receive = anyio.create_memory_object_stream[CompileResult](len(batch) or 1)
+        scope = anyio.CancelScope()
+
+        async def run_all() -> None:
+            async with send:
+                with scope:
+                    async with anyio.create_task_group() as tg:
+                        for job in batch:
+                            tg.start_soon(run_one, job)
+
+        async def run_one(job: CompileJob) -> None:
+            await send.send(await self._run_job(job))
+
+        # Run in the engine's task group, not in this generator: a cancel scope must not
+        # stay open across a ``yield``.
+        task_group.start_soon(run_all)
+        try:
+            async with receive:
+                async for result in receive:
+                    yield result
+        finally:
+            scope.cancel()
+
+    # -- one job -------------------------------------------------------------------------
+
+    def _require_running(self) -> anyio.abc.TaskGroup:
+        if self._task_group is None:
+            raise EngineClosed("the engine is not running: use it inside `async with Engine()`")
+        return self._task_group
+
+    def _resolve_arch(self, job: CompileJob) -> str | None:
+        return job.arch or self.arch or local_gpu_arch()
+
+    async def _run_job(self, job: CompileJob) -> CompileResult:
+        self._counters.submitted += 1
+        submitted = time.monotonic()
+        arch = self._resolve_arch(job)
+        if arch is None:
+            return self._finish(_failure(job, None, ArchitectureNotFound(
+                "no architecture was given and no GPU was found to ask: pass "
+                'CompileJob(arch="sm_90a") or Engine(arch="sm_90a")', job=job)))
+        backend = self._backends[job.backend]
+        dumping = job.dump or self.dump_dir is not None
+        try:
+            prepared = backend.prepare(job, arch, dump=dumping)
+        except ToolkitNotFound as exc:
+            return self._finish(_failure(job, arch, exc))
+        warnings: list[str] = []
+        folder = await self._start_dump(job, prepared, warnings) if dumping else None
+        if folder is not None and prepared.backend == "nvcc":
+            prepared = replace(prepared, keep_dir=str(folder))
+        result = await self._cached_compile(job, prepared, submitted)
+        warnings += result.warnings
+        if folder is not None:
+            result = replace(result, dump_dir=folder)
+            await self._finish_dump(folder, prepared, result, warnings)
+        if warnings != list(result.warnings):
+            result = replace(result, warnings=tuple(warnings))
+        return self._finish(result)
+
+    async def _cached_compile(
+        self, job: CompileJob, prepared: PreparedCompile, submitted: float
+    ) -> CompileResult:
+        """The cache, then an identical compile in flight, then the compiler."""
+        cache = self._cache
+        if cache is None:
+            return await self._compile(job, prepared, submitted)
+        key = cache.key(prepared, self.toolkit)
+        while True:
+            hit = await cache.lookup(key, job, prepared)
+            if hit is not None:
+                self._counters.cache_hits += 1
+                return hit
+            pending = self._in_flight.get(key)
+            if pending is None:
+                break
+            self._counters.deduplicated += 1
+            await pending.done.wait()
+            if pending.result is not None:
+                return replace(pending.result, job=job, queued=time.monotonic() - submitted)
+            # The compile we waited for was cancelled: try again (and maybe compile).
+        pending = self._in_flight[key] = _InFlight()
+        try:
+            result = await self._compile(job, prepared, submitted)
+            pending.result = result
+            await cache.store(key, result)
+            return result
+        finally:
+            del self._in_flight[key]
+            pending.done.set()
+
+    async def _compile(
+        self, job: CompileJob, prepared: PreparedCompile, submitted: float
+    ) -> CompileResult:
+        counters = self._counters
+        counters.queued += 1
+        waiting = True
+        try:
+            async with self._limiters[job.backend]:
+                counters.queued -= 1
+                waiting = False
+                started = time.monotonic()
+                counters.running += 1
+                counters.compiled += 1
+                try:
+                    output = await self._backends[job.backend].run(prepared)
+                finally:
+                    counters.running -= 1
+                elapsed = time.monotonic() - started
+        finally:
+            if waiting:
+                counters.queued -= 1
+        return _result(job, prepared, output, elapsed=elapsed, queued=started - submitted)
+
+    # -- dumps ---------------------------------------------------------------------------
+
+    def _dump_root(self, job: CompileJob) -> DumpRoot:
+        path = self.dump_dir if self.dump_dir is not None else default_dump_root()
+        root = self._dump_roots.get(path)
+        if root is None:
+            root = self._dump_roots[path] = DumpRoot(path)
+        return root
+
+    async def _start_dump(
+        self, job: CompileJob, prepared: PreparedCompile, warnings: list[str]
+    ) -> Path | None:
+        def start() -> Path:
+            root = self._dump_root(job)
+            folder = root.make_job_folder(job, prepared)
+            root.write_inputs(folder, prepared)
+            return folder
+
+        try:
+            return await anyio.to_thread.run_sync(start)
+        except OSError as exc:  # DumpDirError is one too
+            warnings.append(f"dump not written: {exc}")
+            return None
+
+    async def _finish_dump(
+        self, folder: Path, prepared: PreparedCompile, result: CompileResult,
+        warnings: list[str],
+    ) -> None:
+        root = self._dump_root(result.job)
+        versions = self.toolkit.compiler_versions
+        final = replace(result, warnings=tuple(warnings))
+        try:
+            await anyio.to_thread.run_sync(root.write_outputs, folder, prepared, final, versions)
+        except OSError as exc:
+            warnings.append(f"dump not completed in {folder}: {exc}")
+
+    def _finish(self, result: CompileResult) -> CompileResult:
+        counters = self._counters
+        counters.completed += 1
+        if result.ok:
+            counters.succeeded += 1
+        else:
+            counters.failed += 1
+            if isinstance(result.error, CompileTimeout):
+                counters.timed_out += 1
+        return result
+
+
+def _check_job(job: object) -> CompileJob:
+    if not isinstance(job, CompileJob):
+        raise InvalidJob("job", job, "expected a CompileJob")
+    return job
+
+
+def _failure(job: CompileJob, arch: str | None, error: CompileError) -> CompileResult:
+    if error.job is None:
+        error.job = job
+    return CompileResult(
+        job=job, output=job.output_format, arch=arch, binary=None, log=error.log, error=error
+    )
+
+
+def _result(
+    job: CompileJob, prepared: PreparedCompile, out: BackendOutput, *, elapsed: float,
+    queued: float,
+) -> CompileResult:
+    error: CompileError | None = None
+    what = f"{job.backend} job {job.name!r} ({prepared.arch})"
+    if out.status == "timeout":
+        assert job.timeout is not None
+        error = CompileTimeout(f"{what} timed out after {job.timeout:g} s: {out.message}",
+                               timeout=job.timeout, log=out.log, job=job)
+    elif out.status == "crashed":
+        error = WorkerCrashed(f"{what}: {out.message}\n{out.log}".rstrip(), log=out.log, job=job)
+    elif out.status == "failed":
+        error = CompileError(f"{what}: {out.message}\n{out.log}".rstrip(), log=out.log, job=job)
+    resources = parse_resource_report(out.log) if out.log else {}
+    return CompileResult(
+        job=job, output=prepared.output, arch=prepared.arch,
+        binary=out.binary if error is None else None, log=out.log, error=error,
+        elapsed=elapsed, queued=queued, command=prepared.options,
+        resources=resources, warnings=out.warnings,
+    )
+
+

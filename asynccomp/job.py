@@ -1,0 +1,120 @@
+"""The job model: what to compile, and how.
+
+A :class:`CompileJob` is a frozen, hashable description of one compile. It checks its
+values when it is built (no I/O, no GPU query), so a sweep learns about a typo before
+any compiler starts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from .errors import InvalidJob
+
+__all__ = ("Backend", "CompileJob", "OutputFormat", "parse_arch")
+
+Backend = Literal["nvrtc", "nvcc"]
+OutputFormat = Literal["cubin", "fatbin", "ptx"]
+
+BACKENDS: tuple[str, ...] = get_args(Backend)
+OUTPUT_FORMATS: tuple[str, ...] = get_args(OutputFormat)
+DEFAULT_OUTPUT: dict[str, OutputFormat] = {"nvrtc": "cubin", "nvcc": "fatbin"}
+
+# sm_90, sm_90a, sm_100f, compute_90a: a family prefix, a compute capability of two or
+# three digits, and an optional "a" (architecture-specific) or "f" (family) suffix.
+_ARCH_RE = re.compile(r"^(sm|compute)_(\d{2,3})([af]?)$")
+
+
+def parse_arch(arch: str) -> tuple[str, int, str]:
+    """Split ``"sm_90a"`` into ``("sm", 90, "a")``; raise :class:`InvalidJob` if malformed."""
+    match = _ARCH_RE.match(arch) if isinstance(arch, str) else None
+    if match is None:
+        raise InvalidJob(
+            "arch", arch, 'expected "sm_XY" or "compute_XY" with an optional a/f suffix, e.g. "sm_90a"'
+        )
+    return match.group(1), int(match.group(2)), match.group(3)
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """One CUDA source to compile.
+
+    Args:
+        source: the CUDA C++ source text.
+        name: a label for logs, dumps and results; need not be unique.
+        backend: ``"nvrtc"`` (in-process, fast) or ``"nvcc"`` (a subprocess per job).
+        output: ``"cubin"``, ``"fatbin"`` (nvcc only) or ``"ptx"``; ``None`` picks cubin
+            for NVRTC and fatbin for nvcc.
+        arch: e.g. ``"sm_90a"``, ``"sm_80"``, ``"compute_90"``; ``None`` uses the engine's
+            architecture, then the local GPU's.
+        options: extra compiler flags, appended after the ones asynccomp adds.
+        timeout: seconds the compile may run before it is stopped (queueing not counted).
+        dump: write this job's dump folder even if the engine does not dump every job.
+        exact_options: pass ``options`` to the compiler as the complete option list; the
+            engine then adds no architecture, include or report flags of its own (the TVM
+            facade uses this to reproduce TVM's command lines exactly).
+
+    >>> job = CompileJob('extern "C" __global__ void k() {}', name="k", arch="sm_90a")
+    >>> job.output_format
+    'cubin'
+    """
+
+    source: str
+    name: str = "kernel"
+    backend: Backend = "nvrtc"
+    output: OutputFormat | None = None
+    arch: str | None = None
+    options: Sequence[str] = ()
+    timeout: float | None = None
+    dump: bool = False
+    exact_options: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.source, (bytes, bytearray, memoryview)):
+            raise InvalidJob("source", self.source, "must be str (decode the bytes first)")
+        if not isinstance(self.source, str):
+            raise InvalidJob("source", self.source, "must be a str of CUDA C++ source")
+        if not self.source.strip():
+            raise InvalidJob("source", self.source, "is empty")
+        if "\x00" in self.source:
+            raise InvalidJob("source", self.source, "contains a NUL byte; not text")
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidJob("name", self.name, "must be a non-empty str")
+        if self.backend not in BACKENDS:
+            raise InvalidJob("backend", self.backend, f"expected one of {', '.join(BACKENDS)}")
+        if self.output is not None:
+            if self.output not in OUTPUT_FORMATS:
+                raise InvalidJob(
+                    "output", self.output, f"expected one of {', '.join(OUTPUT_FORMATS)} or None"
+                )
+            if self.backend == "nvrtc" and self.output == "fatbin":
+                raise InvalidJob(
+                    "output", self.output, 'NVRTC makes cubin or ptx; use backend="nvcc" for fatbin'
+                )
+        if self.arch is not None:
+            parse_arch(self.arch)
+        if isinstance(self.options, str):
+            raise InvalidJob("options", self.options, "must be a sequence of str, not one str")
+        options = tuple(self.options)
+        for option in options:
+            if not isinstance(option, str):
+                raise InvalidJob("options", option, "every option must be a str")
+            if "\x00" in option:
+                raise InvalidJob("options", option, "contains a NUL byte")
+        object.__setattr__(self, "options", options)
+        if self.timeout is not None:
+            if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)):
+                raise InvalidJob("timeout", self.timeout, "must be a number of seconds or None")
+            if not (self.timeout > 0 and math.isfinite(self.timeout)):
+                raise InvalidJob("timeout", self.timeout, "must be positive and finite")
+        if not isinstance(self.dump, bool):
+            raise InvalidJob("dump", self.dump, "must be True or False")
+
+    @property
+    def output_format(self) -> OutputFormat:
+        """The output this job makes, with the backend's default filled in."""
+        return self.output if self.output is not None else DEFAULT_OUTPUT[self.backend]

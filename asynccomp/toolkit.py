@@ -1,0 +1,230 @@
+"""Finding the CUDA toolkit: nvcc, NVRTC and the headers NVRTC compiles against.
+
+Looked up once per process (:func:`find_toolkit` is cached) because autotuners call the
+compiler thousands of times and TVM's own lookup spawns ``which nvcc`` on every compile.
+
+nvcc is searched in this order, and every place tried is kept in ``Toolkit.searched``
+so a missing compiler can be reported exactly:
+
+1. ``$CUDA_PATH/bin/nvcc``, then ``$CUDA_HOME/bin/nvcc``
+2. ``nvcc`` on ``$PATH``
+3. ``/usr/local/cuda/bin/nvcc``
+4. NVIDIA's pip wheels (``nvidia-cuda-nvcc``), found through ``cuda-pathfinder``
+
+NVRTC is the library ``cuda.bindings.nvrtc`` loads (usually the ``nvidia-cuda-nvrtc``
+wheel). Its include folders come from the toolkit root when one was found (``include``,
+``targets/<triple>/include`` and its ``cccl`` folder, as TVM passes them), else from the
+``nvidia-cuda-runtime`` and ``nvidia-cuda-cccl`` wheels.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ("Toolkit", "discover_toolkit", "find_toolkit", "target_triple")
+
+DEFAULT_ROOTS: tuple[str, ...] = ("/usr/local/cuda",)
+
+
+def target_triple() -> str:
+    """The ``targets/<triple>`` folder name CUDA uses on this machine."""
+    return "sbsa-linux" if platform.machine().lower() in ("aarch64", "arm64") else "x86_64-linux"
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """What was found. Paths are absolute; ``None`` means not found."""
+
+    nvcc: Path | None
+    nvcc_version: str | None
+    cuda_root: Path | None
+    include_dirs: tuple[Path, ...]
+    nvrtc_version: tuple[int, int] | None
+    nvrtc_library: str | None
+    searched: tuple[str, ...] = field(default=())
+    nvrtc_error: str | None = None
+
+    @property
+    def compiler_versions(self) -> dict[str, str | None]:
+        """Version strings for reports and cache keys."""
+        nvrtc = None if self.nvrtc_version is None else "%d.%d" % self.nvrtc_version
+        return {"nvrtc": nvrtc, "nvcc": self.nvcc_version}
+
+    def describe(self) -> str:
+        """A human-readable report (``asynccomp doctor`` prints it)."""
+        lines = [
+            f"nvcc:          {self.nvcc or 'NOT FOUND'}",
+            f"nvcc version:  {self.nvcc_version or '-'}",
+            f"CUDA root:     {self.cuda_root or '-'}",
+            f"NVRTC:         {self.nvrtc_library or 'NOT FOUND'}",
+            f"NVRTC version: {self.compiler_versions['nvrtc'] or '-'}",
+        ]
+        if self.nvrtc_error:
+            lines.append(f"NVRTC error:   {self.nvrtc_error}")
+        lines.append("NVRTC include folders:")
+        lines += [f"  {d}" for d in self.include_dirs] or ["  (none found)"]
+        lines.append("searched for nvcc:")
+        lines += [f"  {s}" for s in self.searched]
+        return "\n".join(lines)
+
+
+def _nvcc_version(nvcc: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            [str(nvcc), "--version"], capture_output=True, text=True, timeout=60, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"release [\d.]+, V([\d.]+)", out)
+    return match.group(1) if match else (out.strip().splitlines() or [None])[-1]
+
+
+def _root_of(nvcc: Path) -> Path | None:
+    """The toolkit folder holding ``bin/nvcc``, following links and wrapper scripts."""
+    root = nvcc.resolve().parent.parent
+    if (root / "include" / "cuda_runtime.h").is_file():
+        return root
+    # A wrapper script such as /usr/local/bin/nvcc that execs the real one: read its target.
+    try:
+        text = nvcc.read_text(errors="replace")[:4096] if nvcc.stat().st_size < 4096 else ""
+    except OSError:
+        return None
+    match = re.search(r"(/\S+)/bin/nvcc\b", text)
+    if match and (Path(match.group(1)) / "include" / "cuda_runtime.h").is_file():
+        return Path(match.group(1))
+    return None
+
+
+def _include_dirs_of_root(root: Path) -> list[Path]:
+    target = root / "targets" / target_triple() / "include"
+    dirs = [root / "include", target, target / "cccl"]
+    if (root / "include" / "cccl").is_dir():
+        dirs.append(root / "include" / "cccl")
+    unique: dict[Path, Path] = {}
+    for d in dirs:
+        if d.is_dir():
+            # include/ is often a link to targets/<triple>/include: pass each folder once.
+            unique.setdefault(d.resolve(), d)
+    return list(unique.values())
+
+
+def _wheel_include_dirs() -> list[Path]:
+    try:
+        from cuda import pathfinder
+    except ImportError:
+        return []
+    dirs: list[Path] = []
+    for name in ("cudart", "cccl"):
+        try:
+            found = pathfinder.find_nvidia_header_directory(name)
+        except Exception:  # pathfinder raises its own error types per platform
+            found = None
+        if found and Path(found) not in dirs:
+            dirs.append(Path(found))
+    return dirs
+
+
+def _has_runtime_header(dirs: Sequence[Path]) -> bool:
+    return any((d / "cuda_runtime.h").is_file() for d in dirs)
+
+
+def _nvrtc() -> tuple[tuple[int, int] | None, str | None, str | None]:
+    try:
+        from cuda.bindings import nvrtc
+
+        err, major, minor = nvrtc.nvrtcVersion()
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            return None, None, f"nvrtcVersion failed: {err}"
+    except Exception as exc:  # ImportError, or the library failing to load
+        return None, None, f"{type(exc).__name__}: {exc}"
+    library = None
+    try:
+        from cuda import pathfinder
+
+        library = pathfinder.load_nvidia_dynamic_lib("nvrtc").abs_path
+    except Exception:
+        library = "libnvrtc (loaded by cuda.bindings)"
+    return (int(major), int(minor)), library, None
+
+
+def discover_toolkit(
+    environ: Mapping[str, str] | None = None,
+    *,
+    default_roots: Sequence[str] = DEFAULT_ROOTS,
+    use_wheels: bool = True,
+) -> Toolkit:
+    """Search for the toolkit now (uncached). ``environ`` defaults to ``os.environ``.
+
+    Tests and unusual setups pass their own ``environ``/``default_roots`` to see what a
+    machine without a toolkit looks like.
+    """
+    env = os.environ if environ is None else environ
+    searched: list[str] = []
+    nvcc: Path | None = None
+    candidates: list[tuple[str, Path]] = []
+    for var in ("CUDA_PATH", "CUDA_HOME"):
+        if env.get(var):
+            candidates.append((f"${var}/bin/nvcc", Path(env[var]) / "bin" / "nvcc"))
+        else:
+            searched.append(f"${var} (not set)")
+    on_path = shutil.which("nvcc", path=env.get("PATH", ""))
+    if on_path:
+        candidates.append(("nvcc on PATH", Path(on_path)))
+    else:
+        searched.append(f"nvcc on PATH={env.get('PATH', '')!r} (not found)")
+    for root in default_roots:
+        candidates.append((root, Path(root) / "bin" / "nvcc"))
+    for label, path in candidates:
+        if nvcc is None and path.is_file() and os.access(path, os.X_OK):
+            nvcc = path.absolute()
+            searched.append(f"{label}: {path} (found)")
+        elif nvcc is None:
+            searched.append(f"{label}: {path} (not found)")
+    if nvcc is None and use_wheels:
+        wheel_nvcc = None
+        try:
+            from cuda import pathfinder
+
+            wheel_nvcc = pathfinder.find_nvidia_binary_utility("nvcc")
+        except Exception:
+            wheel_nvcc = None
+        searched.append(f"nvidia-cuda-nvcc wheel: {wheel_nvcc or 'not found'}")
+        if wheel_nvcc:
+            nvcc = Path(wheel_nvcc)
+    elif nvcc is None:
+        searched.append("nvidia-cuda-nvcc wheel (not searched)")
+
+    cuda_root = _root_of(nvcc) if nvcc is not None else None
+    if cuda_root is None:
+        for root in [env.get("CUDA_PATH"), env.get("CUDA_HOME"), *default_roots]:
+            if root and (Path(root) / "include" / "cuda_runtime.h").is_file():
+                cuda_root = Path(root)
+                break
+    include_dirs = _include_dirs_of_root(cuda_root) if cuda_root is not None else []
+    if not _has_runtime_header(include_dirs) and use_wheels:
+        include_dirs = _wheel_include_dirs()
+    nvrtc_version, nvrtc_library, nvrtc_error = _nvrtc()
+    return Toolkit(
+        nvcc=nvcc,
+        nvcc_version=_nvcc_version(nvcc) if nvcc is not None else None,
+        cuda_root=cuda_root,
+        include_dirs=tuple(include_dirs),
+        nvrtc_version=nvrtc_version,
+        nvrtc_library=nvrtc_library,
+        searched=tuple(searched),
+        nvrtc_error=nvrtc_error,
+    )
+
+
+@functools.cache
+def find_toolkit() -> Toolkit:
+    """The toolkit of this process, searched on first use and then remembered."""
+    return discover_toolkit()

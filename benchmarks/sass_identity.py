@@ -1,0 +1,401 @@
+"""Prove the TVM preamble fast path changes nothing but compile time.
+
+Every kernel of a folder is compiled with NVRTC twice, as TVM 0.27 compiles it (TVM's
+own NVRTC source rewrite, then its options, program name ``tvm_kernels.cu``): once as it
+is, and once after :func:`asynccomp.preamble.rewrite_tvm_preamble`. For each kernel the
+SASS of both cubins (``cuobjdump -sass``) is compared, as are the cubin bytes and NVRTC's
+log (ptxas ``-v`` resource lines and warnings, whose line numbers the rewrite keeps).
+
+Kernels are spread over a pool of ``spawn`` worker processes (NVRTC's front end runs one
+program at a time per process, so threads would not help). Each worker first compiles a
+small kernel with and without the shim so that neither side pays NVRTC's first-compile
+cost, and the two compiles of a kernel alternate their order from kernel to kernel.
+
+    python benchmarks/sass_identity.py                       # ../shared/corpus
+    python benchmarks/sass_identity.py --corpus DIR --jobs 2 --arch sm_90a
+
+Exit status: 0 when every kernel was rewritten and gave identical SASS, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+# TVM 0.27's NVRTC path (tvm.contrib.nvcc._compile_cuda_nvrtc) prepends this.
+TVM_NVRTC_PREFIX = """#include <cuda/std/cstdint>
+using cuda::std::uint8_t;
+using cuda::std::uint16_t;
+using cuda::std::uint32_t;
+using cuda::std::uint64_t;
+using cuda::std::int8_t;
+using cuda::std::int16_t;
+using cuda::std::int32_t;
+using cuda::std::int64_t;
+
+// NVRTC uses asm/volatile instead of __asm__/__volatile__
+#ifndef __asm__
+#define __asm__ asm
+#endif
+#ifndef __volatile__
+#define __volatile__ volatile
+#endif
+
+"""
+
+TVM_NVRTC_OPTIONS_TAIL = (
+    "-D__NV_SILENCE_DEPRECATION_BEGIN=",
+    "-D__NV_SILENCE_DEPRECATION_END=",
+    "-D__NV_SILENCE_HOST_DEPRECATION_BEGIN=",
+    "-D__NV_SILENCE_HOST_DEPRECATION_END=",
+    "-U__CUDA_NO_HALF_OPERATORS__",
+    "-U__CUDA_NO_HALF_CONVERSIONS__",
+    "-U__CUDA_NO_BFLOAT16_OPERATORS__",
+    "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-U__CUDA_NO_BFLOAT162_OPERATORS__",
+    "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
+    "--use_fast_math",
+    "--ptxas-options=-v",
+    "--ptxas-options=--register-usage-level=10",
+    "--ptxas-options=--warn-on-local-memory-usage",
+)
+
+PROGRAM_NAME = "tvm_kernels.cu"
+
+WARMUP_KERNEL = """
+#ifdef __CUDACC_RTC__
+  #include <cuda/std/cstdint>
+  using cuda::std::uint8_t;
+  using cuda::std::uint16_t;
+  using cuda::std::uint32_t;
+  using cuda::std::uint64_t;
+  using cuda::std::int8_t;
+  using cuda::std::int16_t;
+  using cuda::std::int32_t;
+  using cuda::std::int64_t;
+
+  #include <cuda/std/type_traits>
+  namespace std {
+    using cuda::std::is_same;
+    using cuda::std::is_same_v;
+    using cuda::std::is_integral;
+    using cuda::std::is_signed;
+    using cuda::std::is_unsigned;
+    using cuda::std::is_floating_point;
+    using cuda::std::enable_if;
+    using cuda::std::conditional;
+  }
+#endif
+extern "C" __global__ void warmup(float* x) { x[threadIdx.x] *= 2.0f; }
+"""
+
+
+def tvm_nvrtc_source(code: str) -> str:
+    """TVM 0.27's source rewrite before NVRTC: drop ``#include <cuda.h>`` lines, declare
+    ``CUtensorMap`` when used, prepend :data:`TVM_NVRTC_PREFIX`."""
+    filtered = "\n".join(
+        line for line in code.splitlines() if line.strip() != "#include <cuda.h>"
+    )
+    if "CUtensorMap" in filtered:
+        filtered = (
+            "struct __align__(128) CUtensorMap {\n  unsigned long long opaque[16];\n};\n\n"
+            + filtered
+        )
+    return TVM_NVRTC_PREFIX + filtered
+
+
+def default_include_dirs() -> list[str]:
+    """cudart and CCCL headers, as ``cuda-pathfinder`` finds them (NVIDIA's wheels)."""
+    from cuda import pathfinder
+
+    dirs = []
+    for name in ("cudart", "cccl"):
+        found = pathfinder.find_nvidia_header_directory(name)
+        if not found:
+            raise SystemExit(f"cuda-pathfinder cannot find the {name} headers")
+        dirs.append(str(found))
+    return dirs
+
+
+def find_cuobjdump() -> str:
+    from cuda import pathfinder
+
+    found = pathfinder.find_nvidia_binary_utility("cuobjdump")
+    if not found:
+        raise SystemExit("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
+    return str(found)
+
+
+def tvm_options(arch: str, include_dirs: Sequence[str]) -> list[str]:
+    return [
+        f"--gpu-architecture={arch}",
+        "-default-device",
+        "--device-int128",
+        *(f"-I{d}" for d in include_dirs),
+        *TVM_NVRTC_OPTIONS_TAIL,
+    ]
+
+
+@dataclass(frozen=True)
+class Compiled:
+    seconds: float
+    cubin: bytes | None
+    log: str
+    error: str | None
+
+
+def nvrtc_compile(source: str, options: Sequence[str]) -> Compiled:
+    from cuda.bindings import nvrtc
+
+    ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), PROGRAM_NAME.encode(), 0, None, None)
+    if err != ok:
+        return Compiled(0.0, None, "", f"nvrtcCreateProgram: {err}")
+    try:
+        opts = [o.encode() for o in options]
+        t0 = time.perf_counter()
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        seconds = time.perf_counter() - t0
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        buf = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, buf)
+        log = buf.rstrip(b"\0").decode(errors="replace")
+        if err != ok:
+            return Compiled(seconds, None, log, f"nvrtcCompileProgram: {err}")
+        _, size = nvrtc.nvrtcGetCUBINSize(prog)
+        cubin = b" " * size
+        nvrtc.nvrtcGetCUBIN(prog, cubin)
+        return Compiled(seconds, cubin, log, None)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def sass_of(cubin: bytes, cuobjdump: str) -> str:
+    """``cuobjdump -sass`` of a cubin; lines naming the temporary file are normalised."""
+    with tempfile.TemporaryDirectory(prefix="sass_identity_") as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        out = subprocess.run(
+            [cuobjdump, "-sass", str(path)], capture_output=True, text=True, check=True
+        ).stdout
+    return "\n".join(
+        "<file name line>" if str(path) in line or path.name in line else line
+        for line in out.splitlines()
+    )
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    name: str
+    size: int
+    rewritten: bool
+    t_original: float
+    t_rewritten: float
+    rewrite_ms: float
+    sass_identical: bool
+    cubin_identical: bool
+    log_identical: bool
+    error: str | None
+    sass_diff: str
+
+
+_CONFIG: dict[str, object] = {}
+
+
+def _worker_init(options: list[str], cuobjdump: str, warmup: bool) -> None:
+    from asynccomp.preamble import rewrite_tvm_preamble
+
+    _CONFIG.update(options=options, cuobjdump=cuobjdump)
+    if warmup:
+        nvrtc_compile(tvm_nvrtc_source(WARMUP_KERNEL), options)
+        shimmed = rewrite_tvm_preamble(WARMUP_KERNEL)
+        assert shimmed is not None
+        nvrtc_compile(tvm_nvrtc_source(shimmed), options)
+
+
+def _first_difference(a: str, b: str) -> str:
+    for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines(), strict=False)):
+        if x != y:
+            return f"line {i + 1}:\n  original:  {x.strip()}\n  rewritten: {y.strip()}"
+    return f"lengths differ ({len(a.splitlines())} vs {len(b.splitlines())} lines)"
+
+
+def check_kernel(path_str: str, original_first: bool) -> KernelReport:
+    from asynccomp.preamble import rewrite_tvm_preamble
+
+    options = _CONFIG["options"]
+    cuobjdump = _CONFIG["cuobjdump"]
+    assert isinstance(options, list) and isinstance(cuobjdump, str)
+    path = Path(path_str)
+    code = path.read_text()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        shimmed = rewrite_tvm_preamble(code)
+    rewrite_ms = (time.perf_counter() - t0) / 20 * 1e3
+
+    def report(**kw: object) -> KernelReport:
+        base: dict[str, object] = dict(
+            name=path.stem,
+            size=len(code),
+            rewritten=shimmed is not None,
+            t_original=0.0,
+            t_rewritten=0.0,
+            rewrite_ms=rewrite_ms,
+            sass_identical=False,
+            cubin_identical=False,
+            log_identical=False,
+            error=None,
+            sass_diff="",
+        )
+        base.update(kw)
+        return KernelReport(**base)  # type: ignore[arg-type]
+
+    if shimmed is None:
+        return report(error="rewrite_tvm_preamble returned None")
+    sources = {"original": tvm_nvrtc_source(code), "rewritten": tvm_nvrtc_source(shimmed)}
+    order = ["original", "rewritten"] if original_first else ["rewritten", "original"]
+    results = {side: nvrtc_compile(sources[side], options) for side in order}
+    orig, new = results["original"], results["rewritten"]
+    errors = [f"{side}: {r.error}\n{r.log[-2000:]}" for side, r in results.items() if r.error]
+    if errors or orig.cubin is None or new.cubin is None:
+        return report(
+            t_original=orig.seconds, t_rewritten=new.seconds, error="\n".join(errors)
+        )
+    sass_a, sass_b = sass_of(orig.cubin, cuobjdump), sass_of(new.cubin, cuobjdump)
+    return report(
+        t_original=orig.seconds,
+        t_rewritten=new.seconds,
+        sass_identical=sass_a == sass_b and bool(sass_a.strip()),
+        cubin_identical=orig.cubin == new.cubin,
+        log_identical=orig.log == new.log,
+        sass_diff="" if sass_a == sass_b else _first_difference(sass_a, sass_b),
+    )
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "NO"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=REPO.parent / "shared" / "corpus",
+        help="folder of TVM kernels (*.cu); default ../shared/corpus from the repo root",
+    )
+    parser.add_argument("--arch", default="sm_90a")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--include",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="NVRTC include folder (repeatable); default: the cudart and CCCL wheel headers",
+    )
+    parser.add_argument("--no-warmup", action="store_true", help="skip the per-worker warm-up")
+    args = parser.parse_args(argv)
+
+    files = sorted(args.corpus.glob("*.cu"))
+    if not files:
+        print(f"no *.cu files in {args.corpus}", file=sys.stderr)
+        return 1
+    include_dirs = args.include or default_include_dirs()
+    options = tvm_options(args.arch, include_dirs)
+    cuobjdump = find_cuobjdump()
+    from cuda.bindings import nvrtc
+
+    _, major, minor = nvrtc.nvrtcVersion()
+    print(f"corpus: {args.corpus} ({len(files)} kernels)")
+    print(f"NVRTC {major}.{minor}; {args.jobs} spawn worker(s); cuobjdump: {cuobjdump}")
+    print("options: " + " ".join(options))
+    print()
+
+    wall0 = time.perf_counter()
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        max_workers=args.jobs,
+        mp_context=ctx,
+        initializer=_worker_init,
+        initargs=(options, cuobjdump, not args.no_warmup),
+    ) as pool:
+        # Largest first, so the longest jobs do not end up last.
+        by_size = sorted(files, key=lambda f: f.stat().st_size, reverse=True)
+        futures = {
+            f: pool.submit(check_kernel, str(f), i % 2 == 0) for i, f in enumerate(by_size)
+        }
+        reports = [futures[f].result() for f in files]
+    wall = time.perf_counter() - wall0
+
+    header = (
+        f"{'kernel':<28} {'KB':>6} {'t_orig s':>9} {'t_shim s':>9} {'speedup':>8} "
+        f"{'SASS same':>9} {'cubin same':>10} {'log same':>8} {'rewrite ms':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in reports:
+        speedup = r.t_original / r.t_rewritten if r.t_rewritten > 0 else float("nan")
+        print(
+            f"{r.name:<28} {r.size / 1024:>6.0f} {r.t_original:>9.3f} {r.t_rewritten:>9.3f} "
+            f"{speedup:>7.2f}x {_yes(r.sass_identical):>9} {_yes(r.cubin_identical):>10} "
+            f"{_yes(r.log_identical):>8} {r.rewrite_ms:>10.3f}"
+        )
+        if r.error:
+            print(f"    ERROR: {r.error}")
+        if r.sass_diff:
+            print(f"    first SASS difference at {r.sass_diff}")
+
+    ok = [r for r in reports if r.error is None]
+    speedups = [r.t_original / r.t_rewritten for r in ok if r.t_rewritten > 0]
+    t_orig = sum(r.t_original for r in ok)
+    t_new = sum(r.t_rewritten for r in ok)
+    biggest = max(reports, key=lambda r: r.size)
+    print()
+    print("summary")
+    print(f"  kernels:                 {len(reports)} ({len(ok)} compiled on both sides)")
+    print(f"  rewritten:               {sum(r.rewritten for r in reports)}/{len(reports)}")
+    print(f"  SASS identical:          {sum(r.sass_identical for r in reports)}/{len(reports)}")
+    print(f"  cubin bytes identical:   {sum(r.cubin_identical for r in reports)}/{len(reports)}")
+    print(f"  NVRTC log identical:     {sum(r.log_identical for r in reports)}/{len(reports)}")
+    if speedups:
+        print(
+            f"  NVRTC time, sum:         original {t_orig:.2f} s, rewritten {t_new:.2f} s "
+            f"({t_orig / t_new:.2f}x)"
+        )
+        print(
+            f"  per-kernel speedup:      median {statistics.median(speedups):.2f}x, "
+            f"min {min(speedups):.2f}x, max {max(speedups):.2f}x, "
+            f"geomean {statistics.geometric_mean(speedups):.2f}x"
+        )
+        print(
+            f"  median time per kernel:  original "
+            f"{statistics.median(r.t_original for r in ok):.3f} s, rewritten "
+            f"{statistics.median(r.t_rewritten for r in ok):.3f} s"
+        )
+    print(
+        f"  rewrite time:            largest file {biggest.name} ({biggest.size / 1024:.0f} KB)"
+        f" {biggest.rewrite_ms:.3f} ms; max over corpus "
+        f"{max(r.rewrite_ms for r in reports):.3f} ms"
+    )
+    print(f"  wall time:               {wall:.1f} s with {args.jobs} worker(s), incl. warm-up")
+    all_good = all(r.rewritten and r.sass_identical for r in reports)
+    print(f"  RESULT:                  {'PASS' if all_good else 'FAIL'}")
+    return 0 if all_good else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
