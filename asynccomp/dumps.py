@@ -100,7 +100,10 @@ class DumpRoot:
         (folder / "command.txt").write_text(command)
 
     def write_outputs(
-        self, folder: Path, prepared: PreparedCompile, result: CompileResult,
+        self,
+        folder: Path,
+        prepared: PreparedCompile,
+        result: CompileResult,
         versions: dict[str, str | None],
     ) -> None:
         """Log, binary, result.json, and the manifest line."""
@@ -114,8 +117,18 @@ class DumpRoot:
         self.append_manifest(record)
 
     def append_manifest(self, record: dict[str, Any]) -> None:
-        keys = ("folder", "name", "backend", "status", "error_type", "elapsed", "queued",
-                "cached", "binary_sha256", "finished_at")
+        keys = (
+            "folder",
+            "name",
+            "backend",
+            "status",
+            "error_type",
+            "elapsed",
+            "queued",
+            "cached",
+            "binary_sha256",
+            "finished_at",
+        )
         line = json.dumps({k: record.get(k) for k in keys}) + "\n"
         fd = os.open(self.path / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
@@ -138,7 +151,10 @@ def _next_sequence(root: Path) -> int:
 
 
 def result_record(
-    result: CompileResult, *, folder: Path | None, binary_name: str | None,
+    result: CompileResult,
+    *,
+    folder: Path | None,
+    binary_name: str | None,
     versions: dict[str, str | None],
 ) -> dict[str, Any]:
     """The machine-readable description of a result (``result.json``, the CLI's ``--json``)."""

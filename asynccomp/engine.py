@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
@@ -97,13 +97,23 @@ class _InFlight:
         self.result: CompileResult | None = None
 
 
+@dataclass
 class _Counters:
-    def __init__(self) -> None:
-        for f in fields(EngineStatistics):
-            setattr(self, f.name, 0)
+    """The live counters behind :meth:`Engine.statistics` (EngineStatistics' fields)."""
+
+    submitted: int = 0
+    queued: int = 0
+    running: int = 0
+    completed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    timed_out: int = 0
+    compiled: int = 0
+    cache_hits: int = 0
+    deduplicated: int = 0
 
     def snapshot(self) -> EngineStatistics:
-        return EngineStatistics(**{f.name: getattr(self, f.name) for f in fields(EngineStatistics)})
+        return EngineStatistics(**asdict(self))
 
 
 # Measured: one NVRTC worker compiling a large TVM kernel peaks near 1 GiB resident.
@@ -173,25 +183,34 @@ class Engine:
             parse_arch(arch)
         self.arch = arch
         self.nvrtc_workers = (
-            default_nvrtc_workers() if nvrtc_workers is None
+            default_nvrtc_workers()
+            if nvrtc_workers is None
             else _check_workers("nvrtc_workers", nvrtc_workers)
         )
         if nvrtc_mode not in ("auto", "threads", "processes"):
             raise InvalidJob("nvrtc_mode", nvrtc_mode, "expected auto, threads or processes")
         self.nvrtc_mode: NvrtcMode = (
             ("processes" if self.nvrtc_workers > 1 else "threads")
-            if nvrtc_mode == "auto" else nvrtc_mode
+            if nvrtc_mode == "auto"
+            else nvrtc_mode
         )
         self.nvcc_workers = _check_workers("nvcc_workers", nvcc_workers)
         self._toolkit = toolkit
         self.dump_dir = None if dump_dir is None else Path(dump_dir)
         self._dump_roots: dict[Path, DumpRoot] = {}
-        if cache_dir is not None and cache_dir is not False and not isinstance(
-            cache_dir, (str, os.PathLike)
+        if (
+            cache_dir is not None
+            and cache_dir is not False
+            and not isinstance(cache_dir, (str, os.PathLike))
         ):
             raise InvalidJob("cache_dir", cache_dir, "must be a path, None or False")
-        self._cache_settings = (cache, cache_dir, memory_cache_bytes, disk_cache_bytes,
-                                cache_failures)
+        self._cache_settings = (
+            cache,
+            cache_dir,
+            memory_cache_bytes,
+            disk_cache_bytes,
+            cache_failures,
+        )
         self._cache: ResultCache | None = None
         self._in_flight: dict[str, _InFlight] = {}
         self._counters = _Counters()
@@ -213,8 +232,9 @@ class Engine:
             self._toolkit = await anyio.to_thread.run_sync(find_toolkit)
         self._cache = await anyio.to_thread.run_sync(self._make_cache)
         self._backends = {
-            "nvrtc": NvrtcBackend(self._toolkit, self.nvrtc_mode, self.nvrtc_workers,
-                                  warmup_arch=self.arch or "sm_80"),
+            "nvrtc": NvrtcBackend(
+                self._toolkit, self.nvrtc_mode, self.nvrtc_workers, warmup_arch=self.arch or "sm_80"
+            ),
             "nvcc": NvccBackend(self._toolkit),
         }
         self._limiters = {
@@ -249,8 +269,9 @@ class Engine:
             disk = None
         else:
             disk = default_cache_dir() if cache_dir is None else Path(cache_dir)
-        return ResultCache(disk, memory_bytes=memory_bytes, disk_bytes=disk_bytes,
-                           cache_failures=failures)
+        return ResultCache(
+            disk, memory_bytes=memory_bytes, disk_bytes=disk_bytes, cache_failures=failures
+        )
 
     @property
     def cache(self) -> ResultCache | None:
@@ -355,9 +376,17 @@ class Engine:
         submitted = time.monotonic()
         arch = self._resolve_arch(job)
         if arch is None:
-            return self._finish(_failure(job, None, ArchitectureNotFound(
-                "no architecture was given and no GPU was found to ask: pass "
-                'CompileJob(arch="sm_90a") or Engine(arch="sm_90a")', job=job)))
+            return self._finish(
+                _failure(
+                    job,
+                    None,
+                    ArchitectureNotFound(
+                        "no architecture was given and no GPU was found to ask: pass "
+                        'CompileJob(arch="sm_90a") or Engine(arch="sm_90a")',
+                        job=job,
+                    ),
+                )
+            )
         backend = self._backends[job.backend]
         dumping = job.dump or self.dump_dir is not None
         try:
@@ -456,7 +485,10 @@ class Engine:
             return None
 
     async def _finish_dump(
-        self, folder: Path, prepared: PreparedCompile, result: CompileResult,
+        self,
+        folder: Path,
+        prepared: PreparedCompile,
+        result: CompileResult,
         warnings: list[str],
     ) -> None:
         root = self._dump_root(result.job)
@@ -494,25 +526,40 @@ def _failure(job: CompileJob, arch: str | None, error: CompileError) -> CompileR
 
 
 def _result(
-    job: CompileJob, prepared: PreparedCompile, out: BackendOutput, *, elapsed: float,
+    job: CompileJob,
+    prepared: PreparedCompile,
+    out: BackendOutput,
+    *,
+    elapsed: float,
     queued: float,
 ) -> CompileResult:
     error: CompileError | None = None
     what = f"{job.backend} job {job.name!r} ({prepared.arch})"
-    if out.status == "timeout":
+    if out.status == "timeout" and job.timeout is None:
+        error = CompileError(f"{what} was stopped: {out.message}", log=out.log, job=job)
+    elif out.status == "timeout":
         assert job.timeout is not None
-        error = CompileTimeout(f"{what} timed out after {job.timeout:g} s: {out.message}",
-                               timeout=job.timeout, log=out.log, job=job)
+        error = CompileTimeout(
+            f"{what} timed out after {job.timeout:g} s: {out.message}",
+            timeout=job.timeout,
+            log=out.log,
+            job=job,
+        )
     elif out.status == "crashed":
         error = WorkerCrashed(f"{what}: {out.message}\n{out.log}".rstrip(), log=out.log, job=job)
     elif out.status == "failed":
         error = CompileError(f"{what}: {out.message}\n{out.log}".rstrip(), log=out.log, job=job)
     resources = parse_resource_report(out.log) if out.log else {}
     return CompileResult(
-        job=job, output=prepared.output, arch=prepared.arch,
-        binary=out.binary if error is None else None, log=out.log, error=error,
-        elapsed=elapsed, queued=queued, command=prepared.options,
-        resources=resources, warnings=out.warnings,
+        job=job,
+        output=prepared.output,
+        arch=prepared.arch,
+        binary=out.binary if error is None else None,
+        log=out.log,
+        error=error,
+        elapsed=elapsed,
+        queued=queued,
+        command=prepared.options,
+        resources=resources,
+        warnings=out.warnings,
     )
-
-

@@ -24,10 +24,14 @@ def local_gpu_arch(device: int = 0) -> str | None:
         if err != driver.CUresult.CUDA_SUCCESS:
             return None
         attr = driver.CUdevice_attribute
-        err, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        err, major = driver.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev
+        )
         if err != driver.CUresult.CUDA_SUCCESS:
             return None
-        err, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        err, minor = driver.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev
+        )
         if err != driver.CUresult.CUDA_SUCCESS:
             return None
     except Exception:  # no libcuda.so, or a driver too old for these bindings

@@ -34,7 +34,9 @@ def parse_arch(arch: str) -> tuple[str, int, str]:
     match = _ARCH_RE.match(arch) if isinstance(arch, str) else None
     if match is None:
         raise InvalidJob(
-            "arch", arch, 'expected "sm_XY" or "compute_XY" with an optional a/f suffix, e.g. "sm_90a"'
+            "arch",
+            arch,
+            'expected "sm_XY" or "compute_XY" with an optional a/f suffix, e.g. "sm_90a"',
         )
     return match.group(1), int(match.group(2)), match.group(3)
 
@@ -74,9 +76,10 @@ class CompileJob:
     exact_options: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.source, (bytes, bytearray, memoryview)):
-            raise InvalidJob("source", self.source, "must be str (decode the bytes first)")
-        if not isinstance(self.source, str):
+        source: object = self.source  # checked at run time: callers may not be typed
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            raise InvalidJob("source", source, "must be str (decode the bytes first)")
+        if not isinstance(source, str):
             raise InvalidJob("source", self.source, "must be a str of CUDA C++ source")
         if not self.source.strip():
             raise InvalidJob("source", self.source, "is empty")

@@ -107,9 +107,7 @@ _TVM_RTC_PREFIX = (
 #: The block that is replaced, exactly as TVM 0.27 emits it (11 lines, each ending in \n).
 TVM_TYPE_TRAITS_BLOCK: str = (
     "  #include <cuda/std/type_traits>\n"
-    "  namespace std {\n"
-    + "".join(f"    using cuda::std::{name};\n" for name in _NAMES)
-    + "  }\n"
+    "  namespace std {\n" + "".join(f"    using cuda::std::{name};\n" for name in _NAMES) + "  }\n"
 )
 
 _NS = "__asynccomp_traits"
@@ -134,12 +132,18 @@ _INTEGRAL_TYPES = (
 )
 
 
-def _specialize(var: str, types: tuple[str, ...]) -> str:
-    return " ".join(f"template <> inline constexpr bool {var}<{t}> = true;" for t in types)
+def _specialize(table: str, types: tuple[str, ...]) -> str:
+    return " ".join(
+        f"template <> struct {table}<{t}> : integral_constant<bool, true> {{}};" for t in types
+    )
 
 
-# One statement group per line; the lines are joined with \n below. Each mirrors CCCL's
-# portable (non-builtin) definition in cuda/std/__type_traits/*.h.
+# One statement group per line; the lines are joined with \n below. The logic mirrors
+# CCCL's portable (non-builtin) definitions in cuda/std/__type_traits/*.h. The per-type
+# tables are class templates rather than CCCL's variable templates: with -default-device,
+# every explicit specialization of a variable template becomes a __device__ variable that
+# is emitted into the cubin (CCCL's cost 47 bytes of dead gmem per kernel), while these
+# leave only integral_constant<bool, false/true>::value (2 bytes).
 _SHIM_LINES = (
     # 1: a marker for whoever reads the source NVRTC saw.
     "  // asynccomp: direct definitions of the 8 names in place of <cuda/std/type_traits>"
@@ -155,51 +159,49 @@ _SHIM_LINES = (
     " template <class _Tp> struct __remove_cv<const _Tp> { using type = _Tp; };"
     " template <class _Tp> struct __remove_cv<volatile _Tp> { using type = _Tp; };"
     " template <class _Tp> struct __remove_cv<const volatile _Tp> { using type = _Tp; };"
-    " template <class _Tp> inline constexpr bool __integral_v = false; "
-    + _specialize("__integral_v", _INTEGRAL_TYPES)
-    + " template <class _Tp> inline constexpr bool __floating_v = false; "
-    + _specialize("__floating_v", ("float", "double", "long double"))
+    " template <class _Tp> struct __integral : integral_constant<bool, false> {}; "
+    + _specialize("__integral", _INTEGRAL_TYPES)
+    + " template <class _Tp> struct __floating : integral_constant<bool, false> {}; "
+    + _specialize("__floating", ("float", "double", "long double"))
     + " }",
     # 3-5: 128-bit integers, exactly when CCCL's _CCCL_HAS_INT128() holds under NVRTC.
     "  #if !defined(CCCL_DISABLE_INT128_SUPPORT) && (defined(__linux__) || defined(__LP64__))"
     " && (defined(__CUDACC_RTC_INT128__) || defined(__SIZEOF_INT128__))",
-    f"  namespace {_NS} {{ "
-    + _specialize("__integral_v", ("__int128", "unsigned __int128"))
-    + " }",
+    f"  namespace {_NS} {{ " + _specialize("__integral", ("__int128", "unsigned __int128")) + " }",
     "  #endif",
     # 6-8: char8_t, exactly when CCCL's _CCCL_HAS_CHAR8_T() holds.
     "  #if __cplusplus > 201703L && defined(__cpp_char8_t) && __cpp_char8_t >= 201811L",
-    f"  namespace {_NS} {{ " + _specialize("__integral_v", ("char8_t",)) + " }",
+    f"  namespace {_NS} {{ " + _specialize("__integral", ("char8_t",)) + " }",
     "  #endif",
     # 9: the derived helpers.
     f"  namespace {_NS} {{"
-    " template <class _Tp> inline constexpr bool __is_integral_v ="
-    " __integral_v<typename __remove_cv<_Tp>::type>;"
-    " template <class _Tp> inline constexpr bool __is_floating_point_v ="
-    " __floating_v<typename __remove_cv<_Tp>::type>;"
-    " template <class _Tp> inline constexpr bool __is_arithmetic_v ="
-    " __is_integral_v<_Tp> || __is_floating_point_v<_Tp>;"
-    " template <class _Tp, bool = __is_integral_v<_Tp>>"
-    " inline constexpr bool __is_signed_helper_v = true;"
-    " template <class _Tp> inline constexpr bool __is_signed_helper_v<_Tp, true> ="
-    " _Tp(-1) < _Tp(0);"
-    " template <class _Tp, bool = __is_integral_v<_Tp>>"
-    " inline constexpr bool __is_unsigned_helper_v = false;"
-    " template <class _Tp> inline constexpr bool __is_unsigned_helper_v<_Tp, true> ="
-    " _Tp(0) < _Tp(-1); }",
+    " template <class _Tp> struct __is_integral :"
+    " __integral<typename __remove_cv<_Tp>::type> {};"
+    " template <class _Tp> struct __is_floating_point :"
+    " __floating<typename __remove_cv<_Tp>::type> {};"
+    " template <class _Tp> struct __is_arithmetic : integral_constant<bool,"
+    " __is_integral<_Tp>::value || __is_floating_point<_Tp>::value> {};"
+    " template <class _Tp, bool = __is_integral<_Tp>::value>"
+    " struct __is_signed_helper : integral_constant<bool, true> {};"
+    " template <class _Tp> struct __is_signed_helper<_Tp, true> :"
+    " integral_constant<bool, (_Tp(-1) < _Tp(0))> {};"
+    " template <class _Tp, bool = __is_integral<_Tp>::value>"
+    " struct __is_unsigned_helper : integral_constant<bool, false> {};"
+    " template <class _Tp> struct __is_unsigned_helper<_Tp, true> :"
+    " integral_constant<bool, (_Tp(0) < _Tp(-1))> {}; }",
     # 10: the eight names, and nothing else, in std.
     "  namespace std {"
     f" template <class _Tp, class _Up> struct is_same : {_IC}false> {{}};"
     f" template <class _Tp> struct is_same<_Tp, _Tp> : {_IC}true> {{}};"
     " template <class _Tp, class _Up> inline constexpr bool is_same_v = false;"
     " template <class _Tp> inline constexpr bool is_same_v<_Tp, _Tp> = true;"
-    f" template <class _Tp> struct is_integral : {_IC}{_NS}::__is_integral_v<_Tp>> {{}};"
-    f" template <class _Tp> struct is_signed : {_IC}{_NS}::__is_arithmetic_v<_Tp>"
-    f" && {_NS}::__is_signed_helper_v<_Tp>> {{}};"
-    f" template <class _Tp> struct is_unsigned : {_IC}{_NS}::__is_arithmetic_v<_Tp>"
-    f" && {_NS}::__is_unsigned_helper_v<_Tp>> {{}};"
-    f" template <class _Tp> struct is_floating_point :"
-    f" {_IC}{_NS}::__is_floating_point_v<_Tp>> {{}};"
+    f" template <class _Tp> struct is_integral : {_IC}{_NS}::__is_integral<_Tp>::value> {{}};"
+    f" template <class _Tp> struct is_signed : {_IC}{_NS}::__is_arithmetic<_Tp>::value"
+    f" && {_NS}::__is_signed_helper<_Tp>::value> {{}};"
+    f" template <class _Tp> struct is_unsigned : {_IC}{_NS}::__is_arithmetic<_Tp>::value"
+    f" && {_NS}::__is_unsigned_helper<_Tp>::value> {{}};"
+    " template <class _Tp> struct is_floating_point :"
+    f" {_IC}{_NS}::__is_floating_point<_Tp>::value> {{}};"
     " template <bool, class _Tp = void> struct enable_if {};"
     " template <class _Tp> struct enable_if<true, _Tp> { using type = _Tp; };"
     " template <bool _Bp, class _If, class _Then> struct conditional { using type = _If; };"

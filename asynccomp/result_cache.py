@@ -52,7 +52,11 @@ class ResultCache:
     """Memory + optional disk cache of :class:`~asynccomp.CompileResult` s."""
 
     def __init__(
-        self, disk_dir: Path | None, *, memory_bytes: int, disk_bytes: int,
+        self,
+        disk_dir: Path | None,
+        *,
+        memory_bytes: int,
+        disk_bytes: int,
         cache_failures: bool = False,
     ) -> None:
         self.memory = MemoryCache(memory_bytes)
@@ -64,7 +68,9 @@ class ResultCache:
             except CacheUnavailable as exc:
                 warnings.warn(
                     f"compile cache folder {disk_dir} is not usable ({exc}); "
-                    "caching in memory only", CacheDirWarning, stacklevel=3,
+                    "caching in memory only",
+                    CacheDirWarning,
+                    stacklevel=3,
                 )
         self._identities: dict[str, tuple[str, str]] = {}
 
@@ -74,9 +80,14 @@ class ResultCache:
             compiler, includes = compiler_identity(prepared.backend, toolkit)
             ident = self._identities[prepared.backend] = (compiler, include_identity(includes))
         return cache_key(
-            source=prepared.source, backend=prepared.backend, output=prepared.output,
-            arch=prepared.arch, options=prepared.options, compiler_identity=ident[0],
-            include_identity=ident[1], program_name=prepared.filename,
+            source=prepared.source,
+            backend=prepared.backend,
+            output=prepared.output,
+            arch=prepared.arch,
+            options=prepared.options,
+            compiler_identity=ident[0],
+            include_identity=ident[1],
+            program_name=prepared.filename,
         )
 
     async def lookup(
@@ -92,13 +103,21 @@ class ResultCache:
             return None
         error = None
         if not entry.ok:
-            error = CompileError(str(entry.metadata.get("error", "compile failed (cached)")),
-                                 log=entry.log, job=job)
+            error = CompileError(
+                str(entry.metadata.get("error", "compile failed (cached)")), log=entry.log, job=job
+            )
         return CompileResult(
-            job=job, output=prepared.output, arch=prepared.arch,
-            binary=entry.binary if entry.ok else None, log=entry.log, error=error,
-            elapsed=time.monotonic() - started, queued=0.0, command=prepared.options,
-            resources=parse_resource_report(entry.log), cached=True,
+            job=job,
+            output=prepared.output,
+            arch=prepared.arch,
+            binary=entry.binary if entry.ok else None,
+            log=entry.log,
+            error=error,
+            elapsed=time.monotonic() - started,
+            queued=0.0,
+            command=prepared.options,
+            resources=parse_resource_report(entry.log),
+            cached=True,
         )
 
     async def store(self, key: str, result: CompileResult) -> None:
@@ -107,8 +126,9 @@ class ResultCache:
             entry = CacheEntry(result.binary, result.log, _metadata(result))
         elif self.cache_failures and type(result.error) is CompileError:
             # Only real compile errors: a timeout or a crash may not happen next time.
-            entry = CacheEntry(b"", result.log, {**_metadata(result), "error": str(result.error)},
-                               ok=False)
+            entry = CacheEntry(
+                b"", result.log, {**_metadata(result), "error": str(result.error)}, ok=False
+            )
         else:
             return
         self.memory.put(key, entry)
@@ -118,6 +138,10 @@ class ResultCache:
 
 def _metadata(result: CompileResult) -> dict[str, object]:
     return {
-        "name": result.job.name, "backend": result.job.backend, "output": result.output,
-        "arch": result.arch, "elapsed": result.elapsed, "pid": os.getpid(),
+        "name": result.job.name,
+        "backend": result.job.backend,
+        "output": result.output,
+        "arch": result.arch,
+        "elapsed": result.elapsed,
+        "pid": os.getpid(),
     }

@@ -55,7 +55,7 @@ class Toolkit:
     @property
     def compiler_versions(self) -> dict[str, str | None]:
         """Version strings for reports and cache keys."""
-        nvrtc = None if self.nvrtc_version is None else "%d.%d" % self.nvrtc_version
+        nvrtc = None if self.nvrtc_version is None else "{}.{}".format(*self.nvrtc_version)
         return {"nvrtc": nvrtc, "nvcc": self.nvcc_version}
 
     def describe(self) -> str:
@@ -84,7 +84,10 @@ def _nvcc_version(nvcc: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     match = re.search(r"release [\d.]+, V([\d.]+)", out)
-    return match.group(1) if match else (out.strip().splitlines() or [None])[-1]
+    if match:
+        return match.group(1)
+    lines = out.strip().splitlines()
+    return lines[-1] if lines else None
 
 
 def _root_of(nvcc: Path) -> Path | None:
@@ -145,7 +148,7 @@ def _nvrtc() -> tuple[tuple[int, int] | None, str | None, str | None]:
             return None, None, f"nvrtcVersion failed: {err}"
     except Exception as exc:  # ImportError, or the library failing to load
         return None, None, f"{type(exc).__name__}: {exc}"
-    library = None
+    library: str | None = None
     try:
         from cuda import pathfinder
 
@@ -204,9 +207,9 @@ def discover_toolkit(
 
     cuda_root = _root_of(nvcc) if nvcc is not None else None
     if cuda_root is None:
-        for root in [env.get("CUDA_PATH"), env.get("CUDA_HOME"), *default_roots]:
-            if root and (Path(root) / "include" / "cuda_runtime.h").is_file():
-                cuda_root = Path(root)
+        for maybe_root in [env.get("CUDA_PATH"), env.get("CUDA_HOME"), *default_roots]:
+            if maybe_root and (Path(maybe_root) / "include" / "cuda_runtime.h").is_file():
+                cuda_root = Path(maybe_root)
                 break
     include_dirs = _include_dirs_of_root(cuda_root) if cuda_root is not None else []
     if not _has_runtime_header(include_dirs) and use_wheels:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 ARCH = "sm_90a"
 
 
@@ -34,3 +36,12 @@ def slow_kernel(statements: int = 30000) -> str:
         'extern "C" __global__ void slow(float* x) {\n'
         "  float a = x[threadIdx.x];\n" + body + "  x[threadIdx.x] = a;\n}\n"
     )
+
+
+def _nvcc_missing() -> bool:
+    from asynccomp.toolkit import find_toolkit
+
+    return find_toolkit().nvcc is None
+
+
+needs_nvcc = pytest.mark.skipif(_nvcc_missing(), reason="nvcc not found (CUDA toolkit)")

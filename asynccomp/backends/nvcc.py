@@ -55,10 +55,12 @@ class NvccBackend(CompilerBackend):
         nvcc = self.toolkit.nvcc
         if nvcc is None:
             raise ToolkitNotFound(
-                "nvcc was not found; searched: " + "; ".join(self.toolkit.searched)
+                "nvcc was not found; searched: "
+                + "; ".join(self.toolkit.searched)
                 + ". Set CUDA_PATH to a CUDA toolkit, put nvcc on PATH, or "
                 "pip install nvidia-cuda-nvcc",
-                searched=self.toolkit.searched, job=job,
+                searched=self.toolkit.searched,
+                job=job,
             )
         output = job.output_format
         filename = f"{safe_stem(job.name)}.cu"
@@ -79,8 +81,13 @@ class NvccBackend(CompilerBackend):
         stem = filename[: -len(".cu")]
         argv += ["-o", f"{stem}.{output}", filename]
         return PreparedCompile(
-            backend=self.name, output=output, arch=arch, source=job.source, filename=filename,
-            options=tuple(argv), timeout=job.timeout,
+            backend=self.name,
+            output=output,
+            arch=arch,
+            source=job.source,
+            filename=filename,
+            options=tuple(argv),
+            timeout=job.timeout,
         )
 
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
@@ -98,8 +105,12 @@ class NvccBackend(CompilerBackend):
         chunks: list[bytes] = []
         try:
             process = await anyio.open_process(
-                list(prepared.options), cwd=workdir, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                list(prepared.options),
+                cwd=workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         except OSError as exc:
             return BackendOutput("failed", None, str(exc), f"could not start nvcc: {exc}")

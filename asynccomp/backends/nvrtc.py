@@ -18,6 +18,7 @@ import time
 from typing import Any, Literal
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from ..errors import ToolkitNotFound
@@ -41,23 +42,23 @@ def _program_log(nvrtc: Any, prog: Any) -> str:
     err, size = nvrtc.nvrtcGetProgramLogSize(prog)
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS or size <= 1:
         return ""
-    buf = b" " * size
+    buf = b" " * int(size)
     nvrtc.nvrtcGetProgramLog(prog, buf)
-    return buf.rstrip(b"\x00").decode("utf-8", errors="replace")
+    return bytes(buf).rstrip(b"\x00").decode("utf-8", errors="replace")
 
 
 def _output(nvrtc: Any, prog: Any, output: str) -> bytes:
     if output == "ptx":
         err, size = nvrtc.nvrtcGetPTXSize(prog)
         _check(nvrtc, err, "nvrtcGetPTXSize")
-        buf = b" " * size
+        buf = b" " * int(size)
         _check(nvrtc, nvrtc.nvrtcGetPTX(prog, buf)[0], "nvrtcGetPTX")
         return buf.rstrip(b"\x00")  # PTX is text; TVM also drops the terminating NUL
     err, size = nvrtc.nvrtcGetCUBINSize(prog)
     _check(nvrtc, err, "nvrtcGetCUBINSize")
-    buf = b" " * size
-    _check(nvrtc, nvrtc.nvrtcGetCUBIN(prog, buf)[0], "nvrtcGetCUBIN")
-    return buf
+    cubin = b" " * int(size)
+    _check(nvrtc, nvrtc.nvrtcGetCUBIN(prog, cubin)[0], "nvrtcGetCUBIN")
+    return cubin
 
 
 def _check(nvrtc: Any, err: Any, what: str) -> None:
@@ -131,16 +132,26 @@ class NvrtcBackend(CompilerBackend):
     name = "nvrtc"
     _threads: anyio.CapacityLimiter | None = None
 
-    def __init__(self, toolkit: Toolkit, mode: NvrtcMode = "threads", workers: int = 1,
-                 warmup_arch: str = "sm_80") -> None:
+    def __init__(
+        self,
+        toolkit: Toolkit,
+        mode: NvrtcMode = "threads",
+        workers: int = 1,
+        warmup_arch: str = "sm_80",
+    ) -> None:
         super().__init__(toolkit)
         self.mode = mode
         self.workers = workers
         self._warmup = PreparedCompile(
-            backend=self.name, output="cubin", arch=warmup_arch, source=WARMUP_SOURCE,
+            backend=self.name,
+            output="cubin",
+            arch=warmup_arch,
+            source=WARMUP_SOURCE,
             filename="asynccomp_warmup.cu",
-            options=(f"--gpu-architecture={nvrtc_arch(warmup_arch, 'cubin')}",
-                     *(f"-I{d}" for d in toolkit.include_dirs)),
+            options=(
+                f"--gpu-architecture={nvrtc_arch(warmup_arch, 'cubin')}",
+                *(f"-I{d}" for d in toolkit.include_dirs),
+            ),
         )
         self.pool = NvrtcProcessPool(workers, self._warmup) if mode == "processes" else None
 
@@ -160,7 +171,8 @@ class NvrtcBackend(CompilerBackend):
             raise ToolkitNotFound(
                 f"NVRTC could not be loaded ({self.toolkit.nvrtc_error}); "
                 "install the nvidia-cuda-nvrtc wheel or a CUDA toolkit",
-                searched=("cuda.bindings.nvrtc",), job=job,
+                searched=("cuda.bindings.nvrtc",),
+                job=job,
             )
         output = job.output_format
         if job.exact_options:
@@ -174,8 +186,13 @@ class NvrtcBackend(CompilerBackend):
         if dump and "-lineinfo" not in options and "--generate-line-info" not in options:
             options.append("-lineinfo")
         return PreparedCompile(
-            backend=self.name, output=output, arch=arch, source=job.source,
-            filename=f"{safe_stem(job.name)}.cu", options=tuple(options), timeout=job.timeout,
+            backend=self.name,
+            output=output,
+            arch=arch,
+            source=job.source,
+            filename=f"{safe_stem(job.name)}.cu",
+            options=tuple(options),
+            timeout=job.timeout,
         )
 
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
@@ -191,6 +208,8 @@ class NvrtcBackend(CompilerBackend):
                 compile_prepared, prepared, cancel, limiter=self._thread_limiter()
             )
             tg.cancel_scope.cancel()
+        # If NVRTC stopped because this task was cancelled, raise that now, not a result.
+        await anyio.lowlevel.checkpoint()
         return out
 
     def _thread_limiter(self) -> anyio.CapacityLimiter:

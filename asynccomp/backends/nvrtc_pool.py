@@ -100,7 +100,10 @@ class NvrtcProcessPool:
     async def _spawn(self) -> _Worker:
         process = await anyio.open_process(
             [sys.executable, "-m", "asynccomp.backends.nvrtc_worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=_worker_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            env=_worker_env(),
         )
         worker = _Worker(process)
         if self.warmup is not None:
@@ -137,13 +140,21 @@ class NvrtcProcessPool:
             if deadline.cancelled_caught:
                 return BackendOutput("timeout", None, "", "NVRTC did not stop; worker killed")
             return out
-        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
-                anyio.ClosedResourceError, EOFError, pickle.UnpicklingError):
+        except (
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            EOFError,
+            pickle.UnpicklingError,
+        ):
             with anyio.CancelScope(shield=True):
                 await worker.kill()
             why = _describe_exit(worker.process.returncode)
             return BackendOutput(
-                "crashed", None, "",
+                "crashed",
+                None,
+                "",
                 f"the NVRTC worker process (pid {worker.pid}) {why} while compiling",
             )
         finally:

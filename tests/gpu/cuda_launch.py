@@ -38,8 +38,11 @@ def run_scale_kernel(binary: bytes, kernel: str, values: list[float]) -> list[fl
         params = (ctypes.c_void_p * 2)(ctypes.addressof(arg_ptr), ctypes.addressof(arg_n))
         threads = 128
         blocks = (n + threads - 1) // threads
-        _check(driver.cuLaunchKernel(function, blocks, 1, 1, threads, 1, 1, 0, 0,
-                                     ctypes.addressof(params), 0))
+        _check(
+            driver.cuLaunchKernel(
+                function, blocks, 1, 1, threads, 1, 1, 0, 0, ctypes.addressof(params), 0
+            )
+        )
         _check(driver.cuCtxSynchronize())
         out = bytearray(size)
         _check(driver.cuMemcpyDtoH(out, dptr, size))

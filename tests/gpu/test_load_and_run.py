@@ -17,12 +17,18 @@ ARCH = local_gpu_arch()
 pytestmark = pytest.mark.skipif(ARCH is None, reason="no CUDA GPU on this machine")
 
 
-@pytest.mark.parametrize(("backend", "output"), [("nvrtc", "cubin"), ("nvcc", "fatbin"),
-                                                 ("nvcc", "cubin"), ("nvcc", "ptx")])
+@pytest.mark.parametrize(
+    ("backend", "output"),
+    [("nvrtc", "cubin"), ("nvcc", "fatbin"), ("nvcc", "cubin"), ("nvcc", "ptx")],
+)
 def test_binary_loads_and_runs(backend: str, output: str) -> None:
     values = [float(i) for i in range(1000)]
-    job = CompileJob(scale_kernel(3.0), name=f"scale_{backend}", backend=backend,  # type: ignore[arg-type]
-                     output=output)  # type: ignore[arg-type]
+    job = CompileJob(
+        scale_kernel(3.0),
+        name=f"scale_{backend}",
+        backend=backend,  # type: ignore[arg-type]
+        output=output,
+    )  # type: ignore[arg-type]
     with SyncEngine(arch=ARCH, cache=False) as engine:
         result = engine.compile(job)
     binary = result.unwrap()
