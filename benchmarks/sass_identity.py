@@ -108,9 +108,7 @@ extern "C" __global__ void warmup(float* x) { x[threadIdx.x] *= 2.0f; }
 def tvm_nvrtc_source(code: str) -> str:
     """TVM 0.27's source rewrite before NVRTC: drop ``#include <cuda.h>`` lines, declare
     ``CUtensorMap`` when used, prepend :data:`TVM_NVRTC_PREFIX`."""
-    filtered = "\n".join(
-        line for line in code.splitlines() if line.strip() != "#include <cuda.h>"
-    )
+    filtered = "\n".join(line for line in code.splitlines() if line.strip() != "#include <cuda.h>")
     if "CUtensorMap" in filtered:
         filtered = (
             "struct __align__(128) CUtensorMap {\n  unsigned long long opaque[16];\n};\n\n"
@@ -270,21 +268,21 @@ def check_kernel(path_str: str, original_first: bool) -> KernelReport:
     rewrite_ms = (time.perf_counter() - t0) / 20 * 1e3
 
     def report(**kw: object) -> KernelReport:
-        base: dict[str, object] = dict(
-            name=path.stem,
-            size=len(code),
-            rewritten=shimmed is not None,
-            t_original=0.0,
-            t_rewritten=0.0,
-            rewrite_ms=rewrite_ms,
-            sass_identical=False,
-            cubin_identical=False,
-            log_identical=False,
-            gmem_original=0,
-            gmem_rewritten=0,
-            error=None,
-            sass_diff="",
-        )
+        base: dict[str, object] = {
+            "name": path.stem,
+            "size": len(code),
+            "rewritten": shimmed is not None,
+            "t_original": 0.0,
+            "t_rewritten": 0.0,
+            "rewrite_ms": rewrite_ms,
+            "sass_identical": False,
+            "cubin_identical": False,
+            "log_identical": False,
+            "gmem_original": 0,
+            "gmem_rewritten": 0,
+            "error": None,
+            "sass_diff": "",
+        }
         base.update(kw)
         return KernelReport(**base)  # type: ignore[arg-type]
 
@@ -296,9 +294,7 @@ def check_kernel(path_str: str, original_first: bool) -> KernelReport:
     orig, new = results["original"], results["rewritten"]
     errors = [f"{side}: {r.error}\n{r.log[-2000:]}" for side, r in results.items() if r.error]
     if errors or orig.cubin is None or new.cubin is None:
-        return report(
-            t_original=orig.seconds, t_rewritten=new.seconds, error="\n".join(errors)
-        )
+        return report(t_original=orig.seconds, t_rewritten=new.seconds, error="\n".join(errors))
     sass_a, sass_b = sass_of(orig.cubin, cuobjdump), sass_of(new.cubin, cuobjdump)
     return report(
         t_original=orig.seconds,
@@ -361,9 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ) as pool:
         # Largest first, so the longest jobs do not end up last.
         by_size = sorted(files, key=lambda f: f.stat().st_size, reverse=True)
-        futures = {
-            f: pool.submit(check_kernel, str(f), i % 2 == 0) for i, f in enumerate(by_size)
-        }
+        futures = {f: pool.submit(check_kernel, str(f), i % 2 == 0) for i, f in enumerate(by_size)}
         reports = [futures[f].result() for f in files]
     wall = time.perf_counter() - wall0
 

@@ -1,7 +1,7 @@
 """The ``asynccomp`` command line.
 
-``asynccomp doctor`` prints the toolkit found; ``asynccomp compile`` compiles files and
-folders; ``asynccomp bench`` measures a corpus. Exit status: 0 all good, 1 a job failed,
+``asynccomp compile`` compiles files and folders (or ``--examples``, the built-in
+kernels); ``asynccomp doctor`` prints the toolkit found. Exit status: 0 all good, 1 a job failed,
 2 a usage error.
 """
 
@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from . import compile as compile_command
 from . import doctor
 
 __all__ = ("main",)
@@ -25,6 +26,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="asynccomp", description="Compile CUDA kernels in bulk, fast.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    compile_command.add_parser(sub)
     doctor.add_parser(sub)
     return parser
 

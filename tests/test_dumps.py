@@ -1,0 +1,112 @@
+"""Per-job dump folders, manifests and resource reports, on the real compilers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from asynccomp import CompileJob, DumpDirError, Engine
+
+from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel
+
+pytestmark = pytest.mark.asyncio
+
+BACKENDS = ["nvrtc", pytest.param("nvcc", marks=needs_nvcc)]
+
+SMEM_KERNEL = """
+extern "C" __global__ void smem(float* x) {
+  __shared__ float tile[512];
+  tile[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  x[threadIdx.x] = tile[511 - threadIdx.x];
+}
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_same_name_jobs_get_distinct_complete_folders(tmp_path: Path, backend: str) -> None:
+    jobs = [CompileJob(scale_kernel(), name="same/name x", backend=backend) for _ in range(4)]  # type: ignore[arg-type]
+    async with Engine(arch=ARCH, dump_dir=tmp_path, cache=False) as engine:
+        results = await engine.compile_many(jobs)
+    folders = [r.dump_dir for r in results]
+    assert all(f is not None for f in folders)
+    assert len(set(folders)) == 4
+    for r in results:
+        assert r.ok and r.dump_dir is not None and r.dump_dir.parent == tmp_path
+        assert "/" not in r.dump_dir.name and " " not in r.dump_dir.name
+        files = {p.name for p in r.dump_dir.iterdir()}
+        binary = r.dump_dir / f"same_name_x.{r.output}"
+        assert binary.read_bytes() == r.binary
+        assert (r.dump_dir / "same_name_x.cu").read_text() == r.job.source
+        assert {"command.txt", "compile.log", "result.json"} <= files
+        assert "-lineinfo" in r.command
+        record = json.loads((r.dump_dir / "result.json").read_text())
+        assert record["status"] == "ok" and record["name"] == "same/name x"
+        assert record["binary_size"] == len(r.binary or b"")
+        assert record["toolkit"]["nvrtc"]
+        if backend == "nvcc":
+            assert (r.dump_dir / "rerun.sh").is_file()
+            assert any(name.endswith(".ptx") for name in files)  # --keep intermediates
+    manifest = (tmp_path / "manifest.jsonl").read_text().splitlines()
+    assert len(manifest) == 4
+    assert {json.loads(line)["folder"] for line in manifest} == {str(f) for f in folders}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_failed_job_folder_is_a_reproduction(tmp_path: Path, backend: str) -> None:
+    async with Engine(arch=ARCH, dump_dir=tmp_path) as engine:
+        result = await engine.compile(CompileJob(broken_kernel(), name="broken", backend=backend))  # type: ignore[arg-type]
+    assert not result.ok and result.dump_dir is not None
+    assert (result.dump_dir / "broken.cu").read_text() == broken_kernel()
+    assert "undefined_identifier_42" in (result.dump_dir / "compile.log").read_text()
+    record = json.loads((result.dump_dir / "result.json").read_text())
+    assert record["status"] == "failed" and record["error_type"] == "CompileError"
+
+
+async def test_job_dump_flag_uses_default_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASYNCCOMP_DUMP_DIR", str(tmp_path / "dumps"))
+    async with Engine(arch=ARCH) as engine:
+        dumped, plain = await engine.compile_many(
+            [CompileJob(scale_kernel(), dump=True), CompileJob(scale_kernel(5.0))]
+        )
+    assert dumped.dump_dir is not None and dumped.dump_dir.parent == tmp_path / "dumps"
+    assert plain.dump_dir is None
+
+
+async def test_unusable_dump_root_fails_at_start(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(DumpDirError, match="not usable"):
+        async with Engine(arch=ARCH, dump_dir=blocker / "dumps"):
+            pass
+
+
+async def test_dump_write_failure_keeps_the_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("ASYNCCOMP_DUMP_DIR", str(blocker / "dumps"))
+    async with Engine(arch=ARCH) as engine:
+        result = await engine.compile(CompileJob(scale_kernel(), dump=True))
+    assert result.ok and result.binary
+    assert result.dump_dir is None
+    assert any("dump not written" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_resources_from_real_ptxas(backend: str) -> None:
+    async with Engine(arch=ARCH) as engine:
+        result = await engine.compile(
+            CompileJob(SMEM_KERNEL, backend=backend, options=["--maxrregcount=32"])  # type: ignore[arg-type]
+        )
+    assert result.ok, result.error
+    smem = result.resources["smem"]
+    assert smem.shared_memory == 2048
+    assert smem.barriers == 1
+    assert 0 < smem.registers <= 32
+    assert smem.spill_stores == 0 and smem.arch == ARCH
