@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -18,6 +20,7 @@ from asynccomp import (
     Engine,
     EngineClosed,
     InvalidJob,
+    WorkerCrashed,
 )
 from asynccomp.gpu import local_gpu_arch
 
@@ -187,3 +190,26 @@ async def test_nvrtc_cancellation_returns_promptly() -> None:
         with anyio.move_on_after(0.5):
             await engine.compile(CompileJob(slow_kernel()))
         assert time.monotonic() - start < 6
+
+
+async def test_killed_nvrtc_worker_fails_only_its_job() -> None:
+    async with Engine(arch=ARCH, nvrtc_workers=2, nvrtc_mode="processes", cache=False) as engine:
+        await engine.warm_up()
+        nvrtc = engine._backends["nvrtc"]
+        pool = nvrtc.pool  # type: ignore[attr-defined]
+        assert len(pool.worker_pids()) == 2
+
+        async def kill_soon() -> None:
+            await anyio.sleep(1.0)
+            busy = [w.pid for w in pool._busy]
+            assert busy
+            os.kill(busy[0], signal.SIGKILL)  # as an out-of-memory kill would
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kill_soon)
+            crashed = await engine.compile(CompileJob(slow_kernel(), name="victim"))
+        after = await engine.compile_many([CompileJob(scale_kernel(float(i))) for i in range(3)])
+    assert isinstance(crashed.error, WorkerCrashed)
+    assert "SIGKILL" in str(crashed.error)
+    assert all(r.ok for r in after)
+    assert _children() == []
