@@ -48,6 +48,9 @@ class PreparedCompile:
     options: tuple[str, ...]
     timeout: float | None = None
     keep_dir: str | None = None
+    # The user's own source, when ``source`` is a faster rewrite of it (the TVM preamble
+    # fast path): compiled instead if the rewrite fails, so diagnostics are the user's.
+    fallback_source: str | None = None
 
     @property
     def binary_name(self) -> str:

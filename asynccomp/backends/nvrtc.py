@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Literal
 
 import anyio
@@ -23,6 +24,7 @@ import anyio.to_thread
 
 from ..errors import ToolkitNotFound
 from ..job import CompileJob, parse_arch
+from ..preamble import rewrite_tvm_preamble
 from ..toolkit import Toolkit
 from .base import BackendOutput, CompilerBackend, PreparedCompile, safe_stem
 from .nvrtc_pool import NvrtcProcessPool
@@ -138,8 +140,10 @@ class NvrtcBackend(CompilerBackend):
         mode: NvrtcMode = "threads",
         workers: int = 1,
         warmup_arch: str = "sm_80",
+        tvm_fast_path: bool = True,
     ) -> None:
         super().__init__(toolkit)
+        self.tvm_fast_path = tvm_fast_path
         self.mode = mode
         self.workers = workers
         self._warmup = PreparedCompile(
@@ -185,17 +189,28 @@ class NvrtcBackend(CompilerBackend):
             options += job.options
         if dump and "-lineinfo" not in options and "--generate-line-info" not in options:
             options.append("-lineinfo")
+        fast = rewrite_tvm_preamble(job.source) if self.tvm_fast_path else None
         return PreparedCompile(
             backend=self.name,
             output=output,
             arch=arch,
-            source=job.source,
+            source=fast or job.source,
+            fallback_source=job.source if fast else None,
             filename=f"{safe_stem(job.name)}.cu",
             options=tuple(options),
             timeout=job.timeout,
         )
 
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
+        out = await self._run_once(prepared)
+        if out.status == "failed" and prepared.fallback_source is not None:
+            original = replace(prepared, source=prepared.fallback_source, fallback_source=None)
+            out = await self._run_once(original)
+            note = "the TVM preamble fast path failed to compile; compiled the original source"
+            out = replace(out, warnings=(*out.warnings, note))
+        return out
+
+    async def _run_once(self, prepared: PreparedCompile) -> BackendOutput:
         if self.pool is not None:
             return await self.pool.run(prepared)
         cancel = threading.Event()

@@ -1,0 +1,54 @@
+"""The TVM preamble fast path inside the engine: used when it matches, switchable off,
+and the user's own source is compiled when the rewrite fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from asynccomp import CompileJob, Engine
+from asynccomp.preamble import rewrite_tvm_preamble
+
+from .kernels import ARCH, scale_kernel
+
+pytestmark = pytest.mark.asyncio
+
+TVM_KERNEL = (Path(__file__).parent / "data" / "tvm_kernels" / "vector_add.cu").read_text()
+
+
+async def test_fast_path_is_used_and_switchable(tmp_path: Path) -> None:
+    job = CompileJob(TVM_KERNEL, name="vector_add")
+    async with Engine(arch=ARCH, dump_dir=tmp_path / "on", cache=False) as engine:
+        fast = await engine.compile(job)
+    async with Engine(
+        arch=ARCH, dump_dir=tmp_path / "off", cache=False, tvm_fast_path=False
+    ) as engine:
+        plain = await engine.compile(job)
+    assert fast.ok and plain.ok
+    assert fast.dump_dir is not None and plain.dump_dir is not None
+    compiled_fast = (fast.dump_dir / "vector_add.cu").read_text()
+    assert compiled_fast == rewrite_tvm_preamble(TVM_KERNEL)
+    assert "#include <cuda/std/type_traits>" not in compiled_fast
+    assert (plain.dump_dir / "vector_add.cu").read_text() == TVM_KERNEL
+    assert fast.resources == plain.resources
+    assert not fast.warnings
+
+
+async def test_sources_without_the_preamble_are_untouched(tmp_path: Path) -> None:
+    async with Engine(arch=ARCH, dump_dir=tmp_path, cache=False) as engine:
+        result = await engine.compile(CompileJob(scale_kernel(), name="plain"))
+    assert result.dump_dir is not None
+    assert (result.dump_dir / "plain.cu").read_text() == scale_kernel()
+
+
+async def test_failed_rewrite_recompiles_the_original_source(tmp_path: Path) -> None:
+    # A TVM kernel with an error of its own: the rewrite fails, so the user's original is
+    # compiled too and its diagnostics (and source) are what the result reports.
+    source = TVM_KERNEL + 'extern "C" __global__ void extra(float* x) { x[0] = nope_42; }\n'
+    assert rewrite_tvm_preamble(source) is not None
+    async with Engine(arch=ARCH, cache=False) as engine:
+        result = await engine.compile(CompileJob(source, name="extra"))
+    assert not result.ok
+    assert "nope_42" in result.log
+    assert any("fast path" in w for w in result.warnings)
