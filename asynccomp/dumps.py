@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends.base import PreparedCompile, safe_stem
-from .errors import DumpDirError
+from .errors import CompileTimeout, DumpDirError
 from .job import CompileJob
 from .result import CompileResult
 
@@ -162,7 +162,7 @@ def result_record(
     if result.ok:
         status = "cached" if result.cached else "ok"
     else:
-        status = "timeout" if type(result.error).__name__ == "CompileTimeout" else "failed"
+        status = "timeout" if isinstance(result.error, CompileTimeout) else "failed"
     return {
         "folder": str(folder) if folder else None,
         "name": job.name,

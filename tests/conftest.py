@@ -5,8 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from asynccomp.toolkit import find_toolkit
-
 
 @pytest.fixture(autouse=True)
 def private_cache_dir(
@@ -17,14 +15,3 @@ def private_cache_dir(
     path = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("ASYNCCOMP_CACHE_DIR", str(path))
     yield path
-
-
-@pytest.fixture(scope="session")
-def has_nvcc() -> bool:
-    return find_toolkit().nvcc is not None
-
-
-@pytest.fixture
-def need_nvcc(has_nvcc: bool) -> None:
-    if not has_nvcc:
-        pytest.skip("nvcc not found (install a CUDA toolkit or nvidia-cuda-nvcc)")

@@ -168,7 +168,7 @@ def _children() -> list[psutil.Process]:
     return found
 
 
-@pytest.mark.usefixtures("need_nvcc")
+@needs_nvcc
 async def test_cancelled_batch_leaves_no_process_or_temp_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

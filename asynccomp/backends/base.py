@@ -19,7 +19,14 @@ from typing import ClassVar, Literal
 from ..job import CompileJob, OutputFormat
 from ..toolkit import Toolkit
 
-__all__ = ("BackendOutput", "CompilerBackend", "PreparedCompile", "Status", "safe_stem")
+__all__ = (
+    "BackendOutput",
+    "CompilerBackend",
+    "PreparedCompile",
+    "Status",
+    "add_lineinfo",
+    "safe_stem",
+)
 
 Status = Literal["ok", "failed", "timeout", "crashed"]
 
@@ -30,6 +37,12 @@ def safe_stem(name: str, limit: int = 60) -> str:
     """A file-name-safe form of a job name (``"a/b c"`` -> ``"a_b_c"``), never empty."""
     stem = _UNSAFE.sub("_", name).strip("._")[:limit]
     return stem or "kernel"
+
+
+def add_lineinfo(options: list[str]) -> None:
+    """Append ``-lineinfo`` unless the options already ask for line info (either spelling)."""
+    if "-lineinfo" not in options and "--generate-line-info" not in options:
+        options.append("-lineinfo")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import anyio.abc
 
 from ..errors import ToolkitNotFound
 from ..job import CompileJob, parse_arch
-from .base import BackendOutput, CompilerBackend, PreparedCompile, safe_stem
+from .base import BackendOutput, CompilerBackend, PreparedCompile, add_lineinfo, safe_stem
 
 __all__ = ("NvccBackend", "nvcc_arch_flags")
 
@@ -72,8 +72,8 @@ class NvccBackend(CompilerBackend):
             if output != "ptx":
                 argv.append("--ptxas-options=-v")  # the resource report, always
             argv += job.options
-        if dump and "-lineinfo" not in argv and "--generate-line-info" not in argv:
-            argv.append("-lineinfo")
+        if dump:
+            add_lineinfo(argv)
         if dump:
             # Intermediates are kept in the job's own temp folder and moved to keep_dir
             # afterwards: a dump folder that cannot be written must not fail the compile.

@@ -26,7 +26,7 @@ from ..errors import ToolkitNotFound
 from ..job import CompileJob, parse_arch
 from ..preamble import rewrite_tvm_preamble
 from ..toolkit import Toolkit
-from .base import BackendOutput, CompilerBackend, PreparedCompile, safe_stem
+from .base import BackendOutput, CompilerBackend, PreparedCompile, add_lineinfo, safe_stem
 from .nvrtc_pool import NvrtcProcessPool
 
 __all__ = ("NvrtcBackend", "NvrtcMode", "compile_prepared", "nvrtc_arch")
@@ -187,8 +187,8 @@ class NvrtcBackend(CompilerBackend):
             if output != "ptx":
                 options.append("--ptxas-options=-v")  # the resource report, always
             options += job.options
-        if dump and "-lineinfo" not in options and "--generate-line-info" not in options:
-            options.append("-lineinfo")
+        if dump:
+            add_lineinfo(options)
         fast = rewrite_tvm_preamble(job.source) if self.tvm_fast_path else None
         return PreparedCompile(
             backend=self.name,
