@@ -1,9 +1,14 @@
 """The scheduler: an async engine that runs many compile jobs at once.
 
-Jobs wait for a free slot of their backend (a :class:`anyio.CapacityLimiter` per
-backend: NVRTC threads, nvcc subprocesses), then run. Every compile runs in a task owned
-by the caller (``compile``, ``compile_many``) or by the engine's own task group
-(``as_completed``), so exceptions always propagate and nothing outlives the engine.
+A job is first *planned* (architecture resolved, options rendered by its backend, cost
+estimated), then answered from the cache or an identical compile in flight, else it
+waits for a free slot of its backend (:class:`~asynccomp.dispatch.PrioritySlots`: NVRTC
+workers, nvcc subprocesses) and runs. Within a batch (one ``compile_many``,
+``as_completed`` or ``prefetch`` call) the longest jobs get slots first
+(:class:`~asynccomp.cost.CostModel` estimates); batches are served in the order they
+came. Every compile runs in a task owned by the caller (``compile``, ``compile_many``)
+or by the engine's own task group (``as_completed``, ``prefetch``, the background
+warm-up), so exceptions always propagate and nothing outlives the engine.
 
 Example::
 
@@ -23,10 +28,12 @@ Example::
 
 from __future__ import annotations
 
+import itertools
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
@@ -38,6 +45,8 @@ import anyio.to_thread
 from .backends import BackendOutput, CompilerBackend, NvccBackend, NvrtcBackend, PreparedCompile
 from .backends.nvrtc import NvrtcMode
 from .cache import default_cache_dir
+from .cost import CostModel
+from .dispatch import PrioritySlots, Ticket
 from .dumps import DumpRoot, default_dump_root
 from .errors import (
     ArchitectureNotFound,
@@ -53,40 +62,13 @@ from .job import CompileJob, parse_arch
 from .ptxas import parse_resource_report
 from .result import CompileResult
 from .result_cache import ResultCache
+from .statistics import Counters, EngineStatistics
 from .toolkit import Toolkit, find_toolkit
+from .workers import default_nvrtc_workers, default_workers
 
-__all__ = ("Engine", "EngineStatistics", "default_workers")
+__all__ = ("Engine", "EngineStatistics", "default_nvrtc_workers", "default_workers")
 
-
-def default_workers() -> int:
-    """One worker per CPU this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-@dataclass(frozen=True)
-class EngineStatistics:
-    """A snapshot of an engine's counters (``Engine.statistics()``).
-
-    ``submitted`` jobs are ``queued`` (waiting for a worker), ``running``, or
-    ``completed``; completed ones either ``succeeded`` or ``failed`` (``timed_out`` counts
-    the failures that were timeouts). ``compiled`` counts compiler runs, ``cache_hits``
-    the jobs answered from the cache, ``deduplicated`` those that waited for an identical
-    job already compiling.
-    """
-
-    submitted: int = 0
-    queued: int = 0
-    running: int = 0
-    completed: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    timed_out: int = 0
-    compiled: int = 0
-    cache_hits: int = 0
-    deduplicated: int = 0
+logger = logging.getLogger("asynccomp")
 
 
 class _InFlight:
@@ -98,38 +80,16 @@ class _InFlight:
 
 
 @dataclass
-class _Counters:
-    """The live counters behind :meth:`Engine.statistics` (EngineStatistics' fields)."""
+class _Planned:
+    """A job made ready to run: rendered for its backend, with its place in the queue."""
 
-    submitted: int = 0
-    queued: int = 0
-    running: int = 0
-    completed: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    timed_out: int = 0
-    compiled: int = 0
-    cache_hits: int = 0
-    deduplicated: int = 0
-
-    def snapshot(self) -> EngineStatistics:
-        return EngineStatistics(**asdict(self))
-
-
-# Measured: one NVRTC worker compiling a large TVM kernel peaks near 1 GiB resident.
-NVRTC_WORKER_MEMORY = 2**30
-
-
-def default_nvrtc_workers() -> int:
-    """One per CPU, but no more than available memory holds at ~1 GiB per worker."""
-    workers = default_workers()
-    try:
-        with open("/proc/meminfo") as meminfo:
-            fields_ = dict(line.split(":", 1) for line in meminfo)
-        available = int(fields_["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
-        return workers
-    return max(1, min(workers, available // NVRTC_WORKER_MEMORY))
+    job: CompileJob
+    prepared: PreparedCompile
+    estimate: float  # seconds, from the cost model
+    # Sort key for a backend slot: (batch number, -estimate, sequence).
+    priority: tuple[float, ...]
+    submitted: float  # time.monotonic() when planned
+    ticket: Ticket | None = None  # its place in its backend's queue, once reserved
 
 
 def _check_workers(name: str, value: int | None) -> int:
@@ -166,6 +126,17 @@ class Engine:
             user cache folder, ``False`` keeps the cache in memory only.
         memory_cache_bytes, disk_cache_bytes: size bounds of the two levels (LRU).
         cache_failures: also cache compile errors (never timeouts or crashes).
+        warm_start: in ``"processes"`` mode, start and warm up the NVRTC worker processes
+            in the background as soon as the engine starts, so the first jobs find them
+            ready (jobs that come sooner start their own, never more than
+            ``nvrtc_workers`` in all). ``False`` starts workers on first need.
+        cost_model: compile-time estimates for longest-first dispatch (default: a fresh
+            :class:`~asynccomp.cost.CostModel`; share one between engines to carry the
+            times it learned).
+        split_compile: when positive, a job whose estimated time exceeds its batch's
+            share per worker (it would finish last even if started first) is compiled
+            with ``--split-compile=N``, so its optimizer runs on N threads. Changes the
+            cubin bytes but not the SASS. ``0`` (the default) never splits.
     """
 
     def __init__(
@@ -183,6 +154,9 @@ class Engine:
         memory_cache_bytes: int = 256 * 2**20,
         disk_cache_bytes: int = 4 * 2**30,
         cache_failures: bool = False,
+        warm_start: bool = True,
+        cost_model: CostModel | None = None,
+        split_compile: int = 0,
     ) -> None:
         if arch is not None:
             parse_arch(arch)
@@ -219,10 +193,20 @@ class Engine:
         )
         self._cache: ResultCache | None = None
         self._in_flight: dict[str, _InFlight] = {}
-        self._counters = _Counters()
+        self.warm_start = warm_start
+        self.cost_model = CostModel() if cost_model is None else cost_model
+        if isinstance(split_compile, bool) or not isinstance(split_compile, int):
+            raise InvalidJob("split_compile", split_compile, "must be an int >= 0")
+        if split_compile < 0:
+            raise InvalidJob("split_compile", split_compile, "must be an int >= 0")
+        self.split_compile = split_compile
+        self._counters = Counters()
+        self._batches = itertools.count()
+        self._sequence = itertools.count()
         self._backends: dict[str, CompilerBackend] = {}
-        self._limiters: dict[str, anyio.CapacityLimiter] = {}
+        self._slots: dict[str, PrioritySlots] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._warm_start_scope: anyio.CancelScope | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -247,14 +231,25 @@ class Engine:
             ),
             "nvcc": NvccBackend(self._toolkit),
         }
-        self._limiters = {
-            "nvrtc": anyio.CapacityLimiter(self.nvrtc_workers),
-            "nvcc": anyio.CapacityLimiter(self.nvcc_workers),
+        self._slots = {
+            "nvrtc": PrioritySlots(self.nvrtc_workers),
+            "nvcc": PrioritySlots(self.nvcc_workers),
         }
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
+        if self.warm_start and self.nvrtc_mode == "processes":
+            self._warm_start_scope = anyio.CancelScope()
+            task_group.start_soon(self._warm_start, self._warm_start_scope)
         return self
+
+    async def _warm_start(self, scope: anyio.CancelScope) -> None:
+        with scope:
+            try:
+                await self._backends["nvrtc"].warm_up()
+            except (OSError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+                # Not fatal: jobs start workers themselves, and report it if they can't.
+                logger.warning("asynccomp: starting NVRTC workers failed: %r", exc)
 
     async def __aexit__(
         self,
@@ -264,6 +259,9 @@ class Engine:
     ) -> bool | None:
         task_group, self._task_group = self._task_group, None
         assert task_group is not None
+        if self._warm_start_scope is not None:
+            # Jobs still running will start the workers they need themselves.
+            self._warm_start_scope.cancel()
         try:
             return await task_group.__aexit__(exc_type, exc, tb)
         finally:
@@ -304,20 +302,21 @@ class Engine:
     async def compile(self, job: CompileJob) -> CompileResult:
         """Compile one job. A compile failure is returned in ``result.error``, not raised."""
         self._require_running()
-        return await self._run_job(_check_job(job))
+        (planned,) = self._plan([_check_job(job)])
+        return await self._run_job(planned)
 
     async def compile_many(self, jobs: Iterable[CompileJob]) -> list[CompileResult]:
         """Compile all ``jobs`` concurrently; results come back in the order of ``jobs``."""
         self._require_running()
-        batch = [_check_job(job) for job in jobs]
+        batch = self._plan([_check_job(job) for job in jobs])
         results: list[CompileResult | None] = [None] * len(batch)
 
-        async def run(index: int, job: CompileJob) -> None:
-            results[index] = await self._run_job(job)
+        async def run(index: int, planned: _Planned | CompileResult) -> None:
+            results[index] = await self._run_job(planned)
 
         async with anyio.create_task_group() as tg:
-            for index, job in enumerate(batch):
-                tg.start_soon(run, index, job)
+            for index, planned in enumerate(batch):
+                tg.start_soon(run, index, planned)
         return [r for r in results if r is not None]
 
     async def warm_up(self) -> None:
@@ -338,8 +337,8 @@ class Engine:
         waits for them when it closes, and an unexpected error in one propagates there.
         """
         task_group = self._require_running()
-        for job in [_check_job(job) for job in jobs]:
-            task_group.start_soon(self._run_job, job)
+        for planned in self._plan([_check_job(job) for job in jobs]):
+            task_group.start_soon(self._run_job, planned)
 
     async def as_completed(self, jobs: Iterable[CompileJob]) -> AsyncIterator[CompileResult]:
         """Compile all ``jobs`` concurrently and yield each result as soon as it is ready.
@@ -347,7 +346,7 @@ class Engine:
         Leaving the loop early cancels the jobs still running.
         """
         task_group = self._require_running()
-        batch = [_check_job(job) for job in jobs]
+        batch = self._plan([_check_job(job) for job in jobs])
         send, receive = anyio.create_memory_object_stream[CompileResult](len(batch) or 1)
         scope = anyio.CancelScope()
 
@@ -355,11 +354,11 @@ class Engine:
             async with send:
                 with scope:
                     async with anyio.create_task_group() as tg:
-                        for job in batch:
-                            tg.start_soon(run_one, job)
+                        for planned in batch:
+                            tg.start_soon(run_one, planned)
 
-        async def run_one(job: CompileJob) -> None:
-            await send.send(await self._run_job(job))
+        async def run_one(planned: _Planned | CompileResult) -> None:
+            await send.send(await self._run_job(planned))
 
         # Run in the engine's task group, not in this generator: a cancel scope must not
         # stay open across a ``yield``.
@@ -378,36 +377,90 @@ class Engine:
             raise EngineClosed("the engine is not running: use it inside `async with Engine()`")
         return self._task_group
 
+    def _withdraw(self, planned: _Planned) -> None:
+        if planned.ticket is not None:
+            self._slots[planned.prepared.backend].withdraw(planned.ticket)
+
+    def _dumps(self, job: CompileJob) -> bool:
+        return job.dump or self.dump_dir is not None
+
     def _resolve_arch(self, job: CompileJob) -> str | None:
         return job.arch or self.arch or local_gpu_arch()
 
-    async def _run_job(self, job: CompileJob) -> CompileResult:
-        self._counters.submitted += 1
-        submitted = time.monotonic()
-        arch = self._resolve_arch(job)
-        if arch is None:
-            return self._finish(
-                _failure(
-                    job,
-                    None,
-                    ArchitectureNotFound(
-                        "no architecture was given and no GPU was found to ask: pass "
-                        'CompileJob(arch="sm_90a") or Engine(arch="sm_90a")',
-                        job=job,
-                    ),
+    def _plan(self, jobs: list[CompileJob]) -> list[_Planned | CompileResult]:
+        """Render a batch for its backends and give each job its place in the queue.
+
+        Jobs that cannot run at all (no architecture, no compiler) come back as failed
+        results right away. Plain code, no I/O: the batch's jobs are counted as submitted
+        here, before any of them can finish.
+        """
+        batch = next(self._batches)
+        planned: list[_Planned | CompileResult] = []
+        for job in jobs:
+            self._counters.submitted += 1
+            arch = self._resolve_arch(job)
+            if arch is None:
+                error = ArchitectureNotFound(
+                    "no architecture was given and no GPU was found to ask: pass "
+                    'CompileJob(arch="sm_90a") or Engine(arch="sm_90a")',
+                    job=job,
                 )
-            )
-        backend = self._backends[job.backend]
-        dumping = job.dump or self.dump_dir is not None
-        try:
-            prepared = backend.prepare(job, arch, dump=dumping)
-        except ToolkitNotFound as exc:
-            return self._finish(_failure(job, arch, exc))
+                planned.append(_failure(job, None, error))
+                continue
+            try:
+                prepared = self._backends[job.backend].prepare(job, arch, dump=self._dumps(job))
+            except ToolkitNotFound as exc:
+                planned.append(_failure(job, arch, exc))
+                continue
+            estimate = self.cost_model.estimate(prepared.backend, prepared.options, prepared.source)
+            priority = (float(batch), -estimate, float(next(self._sequence)))
+            planned.append(_Planned(job, prepared, estimate, priority, time.monotonic()))
+        if self.split_compile > 0:
+            planned = self._split_long_jobs(planned)
+        # The whole batch queues before any of it runs, so the longest go first whatever
+        # order the jobs' tasks start in.
+        for backend, slots in self._slots.items():
+            mine = [p for p in planned if isinstance(p, _Planned) and p.prepared.backend == backend]
+            for p, ticket in zip(mine, slots.reserve_batch(p.priority for p in mine), strict=True):
+                p.ticket = ticket
+        return planned
+
+    def _split_long_jobs(
+        self, batch: list[_Planned | CompileResult]
+    ) -> list[_Planned | CompileResult]:
+        """Give ``--split-compile`` to the jobs that would finish last even if started
+        first: those estimated longer than their backend's share of the batch per slot."""
+        totals: dict[str, float] = {}
+        for p in batch:
+            if isinstance(p, _Planned):
+                backend = p.prepared.backend
+                totals[backend] = totals.get(backend, 0.0) + p.estimate
+        flag = f"--split-compile={self.split_compile}"
+        out: list[_Planned | CompileResult] = []
+        for p in batch:
+            if isinstance(p, _Planned):
+                backend, options = p.prepared.backend, p.prepared.options
+                share = totals[backend] / self._slots[backend].total
+                if p.estimate > share and not any("split-compile" in o for o in options):
+                    # nvcc's argv ends with ``-o <output> <source>``: flags go before.
+                    at = len(options) - 3 if backend == "nvcc" else len(options)
+                    options = (*options[:at], flag, *options[at:])
+                    p.prepared = replace(p.prepared, options=options)
+            out.append(p)
+        return out
+
+    async def _run_job(self, planned: _Planned | CompileResult) -> CompileResult:
+        if isinstance(planned, CompileResult):  # failed before it could run
+            return self._finish(planned)
+        job, prepared = planned.job, planned.prepared
         warnings: list[str] = []
-        folder = await self._start_dump(job, prepared, warnings) if dumping else None
-        if folder is not None and prepared.backend == "nvcc":
-            prepared = replace(prepared, keep_dir=str(folder))
-        result = await self._cached_compile(job, prepared, submitted)
+        try:
+            folder = await self._start_dump(job, prepared, warnings) if self._dumps(job) else None
+            if folder is not None and prepared.backend == "nvcc":
+                prepared = planned.prepared = replace(prepared, keep_dir=str(folder))
+            result = await self._cached_compile(planned)
+        finally:
+            self._withdraw(planned)  # unless the compile used it
         warnings += result.warnings
         if folder is not None:
             result = replace(result, dump_dir=folder)
@@ -416,13 +469,12 @@ class Engine:
             result = replace(result, warnings=tuple(warnings))
         return self._finish(result)
 
-    async def _cached_compile(
-        self, job: CompileJob, prepared: PreparedCompile, submitted: float
-    ) -> CompileResult:
+    async def _cached_compile(self, planned: _Planned) -> CompileResult:
         """The cache, then an identical compile in flight, then the compiler."""
         cache = self._cache
+        job, prepared = planned.job, planned.prepared
         if cache is None:
-            return await self._compile(job, prepared, submitted)
+            return await self._compile(planned)
         key = cache.key(prepared, self.toolkit)
         while True:
             hit = await cache.lookup(key, job, prepared)
@@ -433,13 +485,16 @@ class Engine:
             if pending is None:
                 break
             self._counters.deduplicated += 1
+            self._withdraw(planned)  # no slot held idle while waiting for another's compile
             await pending.done.wait()
             if pending.result is not None:
-                return replace(pending.result, job=job, queued=time.monotonic() - submitted)
+                queued = time.monotonic() - planned.submitted
+                return replace(pending.result, job=job, queued=queued)
             # The compile we waited for was cancelled: try again (and maybe compile).
+            planned.ticket = self._slots[prepared.backend].reserve(planned.priority)
         pending = self._in_flight[key] = _InFlight()
         try:
-            result = await self._compile(job, prepared, submitted)
+            result = await self._compile(planned)
             pending.result = result
             await cache.store(key, result)
             return result
@@ -447,28 +502,31 @@ class Engine:
             del self._in_flight[key]
             pending.done.set()
 
-    async def _compile(
-        self, job: CompileJob, prepared: PreparedCompile, submitted: float
-    ) -> CompileResult:
+    async def _compile(self, planned: _Planned) -> CompileResult:
+        job, prepared = planned.job, planned.prepared
         counters = self._counters
         counters.queued += 1
         waiting = True
         try:
-            async with self._limiters[job.backend]:
+            assert planned.ticket is not None
+            async with self._slots[prepared.backend].use(planned.ticket):
                 counters.queued -= 1
                 waiting = False
                 started = time.monotonic()
                 counters.running += 1
                 counters.compiled += 1
                 try:
-                    output = await self._backends[job.backend].run(prepared)
+                    output = await self._backends[prepared.backend].run(prepared)
                 finally:
                     counters.running -= 1
                 elapsed = time.monotonic() - started
         finally:
             if waiting:
                 counters.queued -= 1
-        return _result(job, prepared, output, elapsed=elapsed, queued=started - submitted)
+        if output.status in ("ok", "failed"):  # timeouts and crashes say nothing of cost
+            self.cost_model.observe(prepared.backend, prepared.options, prepared.source, elapsed)
+        queued = started - planned.submitted
+        return _result(job, prepared, output, elapsed=elapsed, queued=queued)
 
     # -- dumps ---------------------------------------------------------------------------
 

@@ -84,20 +84,33 @@ class _Worker:
 
 
 class NvrtcProcessPool:
-    """Up to ``size`` NVRTC worker processes; ``warmup`` is compiled once by each."""
+    """Up to ``size`` NVRTC worker processes; ``warmup`` is compiled once by each.
+
+    ``size`` bounds the processes alive or starting at any moment: a job that finds no
+    idle worker starts one only while fewer than ``size`` exist, and otherwise waits for
+    one to come free (or to finish warming up).
+    """
 
     def __init__(self, size: int, warmup: PreparedCompile | None = None) -> None:
         self.size = size
         self.warmup = warmup
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
+        self._alive = 0  # idle + busy + starting
+        self._starting = 0
+        self._changed = anyio.Event()
         self._closed = False
 
     def worker_pids(self) -> list[int]:
         """Process ids of the workers now alive (idle or busy)."""
         return [w.pid for w in (*self._idle, *self._busy)]
 
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+
     async def _spawn(self) -> _Worker:
+        """Start one worker and warm it up; counted in ``_alive`` by the caller."""
         process = await anyio.open_process(
             [sys.executable, "-m", "asynccomp.backends.nvrtc_worker"],
             stdin=subprocess.PIPE,
@@ -114,22 +127,61 @@ class NvrtcProcessPool:
                 raise
         return worker
 
+    def _reserve(self) -> None:
+        # Counted before the first await, so concurrent callers see the room taken.
+        self._alive += 1
+        self._starting += 1
+
+    async def _start_reserved(self) -> _Worker:
+        try:
+            worker = await self._spawn()
+        except BaseException:
+            self._alive -= 1
+            raise
+        finally:
+            self._starting -= 1
+            self._notify()
+        return worker
+
+    async def _take(self) -> _Worker:
+        """An idle worker, a new one if there is room, else the next one to come free."""
+        while True:
+            if self._closed:
+                raise RuntimeError("the NVRTC worker pool is closed")
+            if self._idle:
+                return self._idle.pop()
+            if self._alive < self.size:
+                self._reserve()
+                return await self._start_reserved()
+            await self._changed.wait()
+
+    def _give_back(self, worker: _Worker) -> None:
+        self._idle.append(worker)
+        self._notify()
+
     async def warm_up(self) -> None:
-        """Start every worker now (in parallel) and wait until all have warmed up."""
-        missing = self.size - len(self._idle) - len(self._busy)
+        """Start every missing worker now (in parallel) and wait until all have warmed up
+        (those another task is starting too)."""
 
         async def add() -> None:
-            worker = await self._spawn()
-            self._idle.append(worker)
+            self._give_back(await self._start_reserved())
 
         async with anyio.create_task_group() as tg:
-            for _ in range(missing):
+            for _ in range(self.size - self._alive):
+                self._reserve()
                 tg.start_soon(add)
+        while self._starting:
+            await self._changed.wait()
 
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
-        if self._closed:
-            raise RuntimeError("the NVRTC worker pool is closed")
-        worker = self._idle.pop() if self._idle else await self._spawn()
+        try:
+            worker = await self._take()
+        except OSError as exc:  # no process could be started (fork limits, no memory)
+            return BackendOutput("crashed", None, "", f"no NVRTC worker could be started: {exc}")
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError) as exc:
+            return BackendOutput(
+                "crashed", None, "", f"an NVRTC worker died while warming up: {exc!r}"
+            )
         self._busy.add(worker)
         healthy = False
         try:
@@ -160,12 +212,15 @@ class NvrtcProcessPool:
         finally:
             self._busy.discard(worker)
             if healthy and not self._closed:
-                self._idle.append(worker)
+                self._give_back(worker)
             else:
+                self._alive -= 1
+                self._notify()
                 await worker.kill()
 
     async def aclose(self) -> None:
         self._closed = True
+        self._notify()  # waiters in _take() see the pool closed
         workers = [*self._idle, *self._busy]
         self._idle.clear()
         for worker in workers:

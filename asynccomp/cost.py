@@ -1,0 +1,106 @@
+"""How long will a compile take? Estimates for longest-first dispatch.
+
+The estimate only has to *order* the jobs of one batch on one backend, and it must be
+cheap (it runs on the event loop for every job). It is, in order of preference:
+
+1. the time this exact compile took before (same backend, options and source: a sweep
+   run again with the cache off or evicted, a benchmark's second pass);
+2. the time of a *similar* source: the same text up to its numbers (autotuning
+   candidates that differ only in tile sizes or unroll factors);
+3. a size model: ``base + rate * len(source)``, where ``rate`` is learned from the
+   compiles this model has seen (it starts from a measured default).
+
+Why not just source size: it ranks the 60 TVM kernels of the shared corpus fairly
+(Spearman 0.83 against their NVRTC times) but it misses outliers by 10x (a 13 KB
+convolution that compiles for 2.2 s, a 108 KB softmax in 0.8 s), and nothing cheaper
+that we tried on the source text (unrolled statement counts, loop nests, local array
+sizes) ranked better. What did predict a compile's time well was its own earlier time,
+so the model remembers them (bounded; per model, which lives as long as its engine
+unless you share one: ``Engine(cost_model=...)``).
+
+>>> model = CostModel()
+>>> model.estimate("nvrtc", ("-O3",), "x" * 1000) < model.estimate("nvrtc", ("-O3",), "x" * 10**6)
+True
+>>> model.observe("nvrtc", ("-O3",), "small but slow", 7.5)
+>>> model.estimate("nvrtc", ("-O3",), "small but slow")
+7.5
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+__all__ = ("CostModel",)
+
+# Seconds a compile of an empty-ish source costs, and seconds per source byte to start
+# from, per backend: medians over the shared TVM corpus (NVRTC with the preamble fast
+# path; nvcc --fatbin), rounded. Only their ratio across sizes matters for ordering.
+_BASE = {"nvrtc": 0.05, "nvcc": 0.3}
+_RATE = {"nvrtc": 5e-6, "nvcc": 1e-5}
+# Weight of a new observation in the running averages of one source's time, and of the
+# per-byte rate (which pools every source, so it moves more slowly).
+_ALPHA = 0.5
+_RATE_ALPHA = 0.2
+_DIGITS = str.maketrans("0123456789", "0000000000")
+
+
+class _Bounded(OrderedDict[int, float]):
+    """A small LRU map of running averages."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def update_average(self, key: int, value: float) -> None:
+        old = self.pop(key, None)
+        self[key] = value if old is None else old + _ALPHA * (value - old)
+        if len(self) > self.limit:
+            self.popitem(last=False)
+
+
+class CostModel:
+    """Estimated compile seconds per job, learned from the compiles it observes.
+
+    Thread-safe. ``limit`` bounds how many distinct sources it remembers.
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._exact = _Bounded(limit)
+        self._similar = _Bounded(limit)
+        self._rate = dict(_RATE)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _keys(backend: str, options: Sequence[str], source: str) -> tuple[int, int]:
+        # Python's str hash: fast, and collisions only cost a worse guess.
+        options = tuple(options)
+        return (
+            hash((backend, options, source)),
+            hash((backend, options, source.translate(_DIGITS))),
+        )
+
+    def estimate(self, backend: str, options: Sequence[str], source: str) -> float:
+        """Seconds this compile is expected to take (never negative)."""
+        exact, similar = self._keys(backend, options, source)
+        with self._lock:
+            seen = self._exact.get(exact)
+            if seen is None:
+                seen = self._similar.get(similar)
+            if seen is not None:
+                return seen
+            rate = self._rate.get(backend, _RATE["nvcc"])
+        return _BASE.get(backend, _BASE["nvcc"]) + rate * len(source)
+
+    def observe(self, backend: str, options: Sequence[str], source: str, seconds: float) -> None:
+        """Record that this compile took ``seconds``."""
+        exact, similar = self._keys(backend, options, source)
+        base = _BASE.get(backend, _BASE["nvcc"])
+        with self._lock:
+            self._exact.update_average(exact, seconds)
+            self._similar.update_average(similar, seconds)
+            if source:
+                rate = max(0.0, seconds - base) / len(source)
+                old = self._rate.get(backend, rate)
+                self._rate[backend] = old + _RATE_ALPHA * (rate - old)
