@@ -1,13 +1,19 @@
-"""The engine's compile cache: hits across engines, misses on any change, dedupe, prefetch."""
+"""The engine's compile cache: hits across engines, misses on any change (compiler
+version too), dedupe, prefetch, healing of corrupt entries, eviction, and several
+processes sharing one folder."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from asynccomp import CompileJob, Engine
+from asynccomp import CompileJob, Engine, find_toolkit
+from asynccomp.cache import CacheCorruptionWarning, DiskCache
 
 from .kernels import ARCH, scale_kernel
 
@@ -96,3 +102,88 @@ async def test_unusable_cache_folder_warns_and_goes_on(tmp_path: Path) -> None:
         async with engine:
             result = await engine.compile(CompileJob(scale_kernel()))
     assert result.ok
+
+
+async def test_another_compiler_version_is_a_miss(tmp_path: Path) -> None:
+    job = CompileJob(scale_kernel(), name="k")
+    toolkit = find_toolkit()
+    assert toolkit.nvrtc_version is not None
+    major, minor = toolkit.nvrtc_version
+    upgraded = dataclasses.replace(toolkit, nvrtc_version=(major, minor + 1))
+    async with Engine(arch=ARCH, cache_dir=tmp_path) as engine:
+        await engine.compile(job)
+    async with Engine(arch=ARCH, cache_dir=tmp_path, toolkit=upgraded) as engine:
+        again = await engine.compile(job)
+        assert (engine.statistics().compiled, engine.statistics().cache_hits) == (1, 0)
+    assert again.ok and not again.cached
+
+
+async def test_corrupt_entry_is_healed(tmp_path: Path) -> None:
+    job = CompileJob(scale_kernel(), name="k")
+    async with Engine(arch=ARCH, cache_dir=tmp_path) as engine:
+        first = await engine.compile(job)
+    (entry,) = tmp_path.rglob("*.entry")  # noqa: ASYNC240 - a test's own bookkeeping
+    data = bytearray(entry.read_bytes())
+    data[-10] ^= 0xFF  # one flipped byte inside the cubin
+    entry.write_bytes(bytes(data))
+    with pytest.warns(CacheCorruptionWarning, match="checksum"):
+        async with Engine(arch=ARCH, cache_dir=tmp_path) as engine:
+            healed = await engine.compile(job)
+            assert engine.statistics().compiled == 1
+    assert healed.ok and not healed.cached and healed.binary == first.binary
+    # The entry was rewritten whole: the next engine gets a verified hit.
+    async with Engine(arch=ARCH, cache_dir=tmp_path) as engine:
+        hit = await engine.compile(job)
+    assert hit.cached and hit.binary == first.binary
+
+
+async def test_eviction_keeps_the_disk_bound(tmp_path: Path) -> None:
+    jobs = [CompileJob(scale_kernel(float(i)), name=f"e{i}") for i in range(6)]
+    async with Engine(arch=ARCH, cache_dir=tmp_path, disk_cache_bytes=12_000) as engine:
+        for job in jobs:  # one at a time, so recency follows the job order
+            assert (await engine.compile(job)).ok
+    sizes = [p.stat().st_size for p in tmp_path.rglob("*.entry")]  # noqa: ASYNC240
+    assert 0 < len(sizes) < len(jobs) and sum(sizes) <= 12_000
+    async with Engine(arch=ARCH, cache_dir=tmp_path, disk_cache_bytes=12_000) as engine:
+        newest = await engine.compile(jobs[-1])
+    assert newest.cached  # least recently used went first
+
+
+_TWO_PROCESSES = """
+import sys, anyio
+from asynccomp import CompileJob, Engine
+sys.path.insert(0, sys.argv[2])
+from tests.kernels import scale_kernel
+
+async def main() -> None:
+    async with Engine(arch="sm_90a", cache_dir=sys.argv[1], nvrtc_workers=1) as engine:
+        results = await engine.compile_many(
+            [CompileJob(scale_kernel(float(i)), name=f"c{i}") for i in range(4)]
+        )
+    assert all(r.ok for r in results)
+    sys.stdout.write(",".join(r.binary.hex()[:64] for r in results if r.binary))
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestWarning")  # a sync test under the mark
+def test_processes_sharing_a_folder_all_end_with_valid_entries(tmp_path: Path) -> None:
+    repo = str(Path(__file__).resolve().parents[1])
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _TWO_PROCESSES, str(tmp_path), repo],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [err for _, err in outputs]
+    assert len({out for out, _ in outputs}) == 1  # the same bytes everywhere
+    disk = DiskCache(tmp_path)
+    entries = list(tmp_path.rglob("*.entry"))
+    assert len(entries) == 4
+    assert all(disk.get(p.stem) is not None for p in entries)  # every entry verifies
+    assert not list(tmp_path.rglob("*.tmp"))

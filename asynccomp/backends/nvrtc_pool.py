@@ -111,13 +111,15 @@ class NvrtcProcessPool:
 
     async def _spawn(self) -> _Worker:
         """Start one worker and warm it up; counted in ``_alive`` by the caller."""
-        process = await anyio.open_process(
-            [sys.executable, "-m", "asynccomp.backends.nvrtc_worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=None,
-            env=_worker_env(),
-        )
+        # Shielded: cancelled halfway, the process would exist with nobody to reap it.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                [sys.executable, "-m", "asynccomp.backends.nvrtc_worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=None,
+                env=_worker_env(),
+            )
         worker = _Worker(process)
         if self.warmup is not None:
             try:
