@@ -421,8 +421,10 @@ class Engine:
         # order the jobs' tasks start in.
         for backend, slots in self._slots.items():
             mine = [p for p in planned if isinstance(p, _Planned) and p.prepared.backend == backend]
-            for p, ticket in zip(mine, slots.reserve_batch(p.priority for p in mine), strict=True):
-                p.ticket = ticket
+            if mine:
+                tickets = slots.reserve_batch(p.priority for p in mine)
+                for p, ticket in zip(mine, tickets, strict=True):
+                    p.ticket = ticket
         return planned
 
     def _split_long_jobs(

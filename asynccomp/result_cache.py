@@ -17,10 +17,13 @@ Failed compiles are not cached unless ``Engine(cache_failures=True)``.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import anyio.to_thread
 
@@ -28,11 +31,18 @@ from .backends.base import PreparedCompile
 from .cache import CacheEntry, CacheUnavailable, DiskCache, MemoryCache, cache_key, include_identity
 from .errors import CompileError
 from .job import CompileJob
-from .ptxas import parse_resource_report
+from .ptxas import KernelResources, parse_resource_report
 from .result import CompileResult
 from .toolkit import Toolkit
 
 __all__ = ("ResultCache",)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resources(log: str) -> Mapping[str, KernelResources]:
+    # A hit hands back the log object its entry holds, whose hash Python keeps: the
+    # report of a hot entry is parsed once, not on every hit (it was half a hit's cost).
+    return MappingProxyType(parse_resource_report(log))
 
 
 class CacheDirWarning(UserWarning):
@@ -116,7 +126,7 @@ class ResultCache:
             elapsed=time.monotonic() - started,
             queued=0.0,
             command=prepared.options,
-            resources=parse_resource_report(entry.log),
+            resources=_resources(entry.log),
             cached=True,
         )
 
