@@ -220,6 +220,9 @@ class Engine:
         if self._toolkit is None:
             # The first lookup runs nvcc --version: keep it off the event loop.
             self._toolkit = await anyio.to_thread.run_sync(find_toolkit)
+        if self.arch is None:
+            # Asked once, off the event loop (cuInit can take a while); cached after.
+            await anyio.to_thread.run_sync(local_gpu_arch)
         self._cache = await anyio.to_thread.run_sync(self._make_cache)
         self._backends = {
             "nvrtc": NvrtcBackend(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from ..errors import ToolkitNotFound
 from ..job import CompileJob, parse_arch
@@ -91,15 +92,17 @@ class NvccBackend(CompilerBackend):
         )
 
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
-        workdir = Path(tempfile.mkdtemp(prefix="asynccomp-nvcc-"))
+        # File work goes to threads: sources and fatbins run to megabytes, and the event
+        # loop serves every other job meanwhile.
+        workdir = await anyio.to_thread.run_sync(_make_workdir, prepared)
         try:
-            (workdir / prepared.filename).write_text(prepared.source)
             out = await self._run_in(workdir, prepared)
             if prepared.keep_dir is not None:
-                out = _move_intermediates(workdir, prepared, out)
+                out = await anyio.to_thread.run_sync(_move_intermediates, workdir, prepared, out)
             return out
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+            with anyio.CancelScope(shield=True):  # the folder goes, cancelled or not
+                await anyio.to_thread.run_sync(shutil.rmtree, workdir, True)
 
     async def _run_in(self, workdir: Path, prepared: PreparedCompile) -> BackendOutput:
         chunks: list[bytes] = []
@@ -133,11 +136,27 @@ class NvccBackend(CompilerBackend):
             return BackendOutput(
                 "failed", None, log, f"nvcc exited with status {process.returncode}"
             )
-        out = workdir / prepared.binary_name
-        binary = out.read_bytes() if out.is_file() else b""
+        binary = await anyio.to_thread.run_sync(_read_output, workdir / prepared.binary_name)
         if not binary:
             return BackendOutput("failed", None, log, "nvcc produced an empty result")
         return BackendOutput("ok", binary, log)
+
+
+def _make_workdir(prepared: PreparedCompile) -> Path:
+    workdir = Path(tempfile.mkdtemp(prefix="asynccomp-nvcc-"))
+    try:
+        (workdir / prepared.filename).write_text(prepared.source)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return workdir
+
+
+def _read_output(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
 
 
 def _move_intermediates(
