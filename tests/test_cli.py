@@ -4,23 +4,70 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from .kernels import ARCH, broken_kernel, scale_kernel
+import pytest
+
+from asynccomp.cli.compile import compiler_options, unique_names
+
+from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel
 
 
-def asynccomp(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+def asynccomp(*args: str, cache: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ASYNCCOMP_CACHE_DIR": str(cache)}
     return subprocess.run(
         [sys.executable, "-m", "asynccomp", *args],
         capture_output=True,
         text=True,
         env=env,
+        cwd=cwd,
         timeout=300,
         check=False,
     )
+
+
+def asynccomp_on_terminal(*args: str, cache: Path) -> tuple[int, str, str]:
+    """Run with stdout on a pseudo-terminal (as in an interactive shell); returns the
+    exit status, what the terminal received, and stderr."""
+    env = {**os.environ, "ASYNCCOMP_CACHE_DIR": str(cache)}
+    controller, terminal = pty.openpty()
+    received = bytearray()
+    try:
+        with subprocess.Popen(
+            [sys.executable, "-m", "asynccomp", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            env=env,
+        ) as proc:
+            os.close(terminal)
+            terminal = -1
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([controller], [], [], 0.2)
+                if ready:
+                    try:
+                        chunk = os.read(controller, 65536)
+                    except OSError:  # EIO: the child closed the terminal
+                        break
+                    if not chunk:
+                        break
+                    received += chunk
+                elif proc.poll() is not None:
+                    break
+            assert proc.stderr is not None
+            stderr = proc.stderr.read().decode()
+            code = proc.wait(timeout=60)
+    finally:
+        os.close(controller)
+        if terminal >= 0:
+            os.close(terminal)
+    return code, received.decode(), stderr
 
 
 def test_compile_folder_writes_binaries_and_json(tmp_path: Path) -> None:
@@ -44,8 +91,19 @@ def test_compile_folder_writes_binaries_and_json(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == ["k0.cubin", "k1.cubin", "k2.cubin"]
     records = json.loads(report.read_text())
     assert sorted(r["name"] for r in records) == ["k0", "k1", "k2"]
-    assert all(r["status"] == "ok" and r["resources"]["scale"]["registers"] > 0 for r in records)
-    assert "3 compiled" in proc.stdout and "[3/3]" in proc.stdout  # plain lines: no TTY
+    for r in records:
+        assert r["status"] == "ok" and r["error"] is None
+        assert r["resources"]["scale"]["registers"] > 0
+        assert r["elapsed"] > 0 and r["queued"] >= 0
+        assert r["binary"] == f"{r['name']}.cubin" and r["path"] == str(src / f"{r['name']}.cu")
+    # Not a terminal: one plain line per job, no progress bar, then the summary.
+    assert "\r" not in proc.stdout
+    job_lines = [line.split() for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert [fields[0] for fields in job_lines] == ["[1/3]", "[2/3]", "[3/3]"]
+    assert sorted(fields[1] for fields in job_lines) == ["k0", "k1", "k2"]
+    assert all(fields[2] == "ok" for fields in job_lines)
+    assert "3 jobs: 3 compiled (0 cached), 0 failed" in proc.stdout
+    assert "slowest jobs" in proc.stdout and "most registers:" in proc.stdout
 
 
 def test_failure_exits_1_with_diagnostics(tmp_path: Path) -> None:
@@ -53,19 +111,138 @@ def test_failure_exits_1_with_diagnostics(tmp_path: Path) -> None:
     (tmp_path / "good.cu").write_text(scale_kernel())
     proc = asynccomp("compile", str(tmp_path), "--arch", ARCH, cache=tmp_path / "cache")
     assert proc.returncode == 1
-    assert "undefined_identifier_42" in proc.stderr
+    assert "--- bad: " in proc.stderr and "undefined_identifier_42" in proc.stderr
     assert "1 compiled" in proc.stdout and "1 failed" in proc.stdout
+    assert any(
+        line.split()[1:3] == ["bad", "CompileError"] for line in proc.stdout.splitlines()[:2]
+    )
 
 
-def test_usage_errors_exit_2_in_one_line(tmp_path: Path) -> None:
-    for args in (
-        ["compile", str(tmp_path / "missing.cu")],
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compile", "MISSING/missing.cu", "--arch", ARCH],
         ["compile", "--bogus"],
         ["compile", "--examples", "--arch", "sm90"],
-    ):
-        proc = asynccomp(*args, cache=tmp_path / "cache")
-        assert proc.returncode == 2, args
-        assert proc.stderr.startswith("asynccomp: error:") and "Traceback" not in proc.stderr
+        ["compile", "--examples", "--arch", ARCH, "--timeout", "-1"],
+        ["compile", "--examples", "--arch", ARCH, "--timeout", "soon"],
+        ["compile", "--examples", "--arch", ARCH, "-j", "0"],
+        ["compile", "--examples", "--arch", ARCH, "--backend", "nvrtc", "--output", "fatbin"],
+        ["compile", "--examples", "--arch", ARCH, "--", "-I"],
+        ["compile", "--examples", "--arch", ARCH, "--json", "MISSING/report.json"],
+        ["compile"],
+        ["frobnicate"],
+        ["bench", "--configs", "tvm,gcc"],
+        ["bench", "--workers", "1,zero"],
+        ["bench", "--fast-path", "maybe"],
+        ["bench", "--repeat", "0"],
+        ["bench", "--corpus", "MISSING"],
+        ["bench", "--arch", "volta"],
+        ["bench", "--", "-O3"],
+    ],
+)
+def test_usage_errors_exit_2_in_one_line(args: list[str], tmp_path: Path) -> None:
+    args = [a.replace("MISSING", str(tmp_path / "missing")) for a in args]
+    proc = asynccomp(*args, cache=tmp_path / "cache")
+    assert proc.returncode == 2, (args, proc.stderr)
+    assert proc.stderr.startswith("asynccomp: error:"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_inputs_that_share_a_file_name_get_distinct_outputs(tmp_path: Path) -> None:
+    for folder, factor in (("a", 1.0), ("b", 2.0)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "k.cu").write_text(scale_kernel(factor))
+    (tmp_path / "a" / "j.cu").write_text(scale_kernel(3.0))
+    out, report = tmp_path / "out", tmp_path / "report.json"
+    proc = asynccomp(
+        "compile",
+        str(tmp_path / "a"),
+        str(tmp_path / "b"),
+        str(tmp_path / "a" / "k.cu"),  # named twice: compiled once
+        "--arch",
+        ARCH,
+        "--out",
+        str(out),
+        "--json",
+        str(report),
+        cache=tmp_path / "cache",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["a_k.cubin", "b_k.cubin", "j.cubin"]
+    assert "a/k.cu -> a_k" in proc.stderr and "b/k.cu -> b_k" in proc.stderr
+    paths = {r["name"]: r["path"] for r in json.loads(report.read_text())}
+    assert paths == {
+        "a_k": str(tmp_path / "a" / "k.cu"),
+        "b_k": str(tmp_path / "b" / "k.cu"),
+        "j": str(tmp_path / "a" / "j.cu"),
+    }
+
+
+def test_unique_names() -> None:
+    names = unique_names(
+        [Path("x/a/k.cu"), Path("x/b/k.cu"), Path("y.cu"), Path("a_k.cu"), Path("q/y.cu")]
+    )
+    # Files that share a name are named by their path below the folder they share;
+    # a name that is still taken gets a suffix.
+    assert names == ["a_k", "b_k", "y", "a_k-2", "q_y"]
+
+
+def test_compiler_options_join_pairs_and_make_includes_absolute() -> None:
+    options = compiler_options(["-I", "inc", "-D", "X=1", "-I/abs", "--include-path=rel", "-O3"])
+    assert options == [
+        f"-I{Path('inc').absolute()}",
+        "-DX=1",
+        "-I/abs",
+        f"--include-path={Path('rel').absolute()}",
+        "-O3",
+    ]
+    with pytest.raises(ValueError, match="-D needs a value"):
+        compiler_options(["-D"])
+
+
+def _macro_kernel() -> str:
+    return (
+        '#include "factor.h"\n'
+        'extern "C" __global__ void scaled(float* x) { x[threadIdx.x] *= FACTOR * TILE; }\n'
+    )
+
+
+@pytest.mark.parametrize("backend", ["nvrtc", pytest.param("nvcc", marks=needs_nvcc)])
+def test_extra_compiler_options(backend: str, tmp_path: Path) -> None:
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "factor.h").write_text("#define FACTOR 2.0f\n")
+    (tmp_path / "k.cu").write_text(_macro_kernel())
+    common = ["compile", "k.cu", "--arch", ARCH, "--backend", backend, "--json", "r.json", "-j1"]
+    # -X=FLAG, and everything after a lone --; the relative -I works for nvcc too,
+    # which compiles in a temporary folder of its own.
+    for extra in (["-X=-Iinc", "-X=-DTILE=4"], ["--", "-I", "inc", "-DTILE=4"]):
+        proc = asynccomp(*common, *extra, cache=tmp_path / "cache", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        (record,) = json.loads((tmp_path / "r.json").read_text())
+        assert record["options"] == [f"-I{tmp_path / 'inc'}", "-DTILE=4"]
+    proc = asynccomp(*common, "-X=-Iinc", cache=tmp_path / "cache", cwd=tmp_path)
+    assert proc.returncode == 1 and "TILE" in proc.stderr  # the macro really came from us
+
+
+def test_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    for i in range(3):
+        (tmp_path / f"k{i}.cu").write_text(scale_kernel(float(i + 1)))
+    (tmp_path / "broken.cu").write_text(broken_kernel())
+    code, screen, stderr = asynccomp_on_terminal(
+        "compile", str(tmp_path), "--arch", ARCH, "-j", "2", cache=tmp_path / "cache"
+    )
+    assert code == 1
+    # One line redrawn in place: carriage returns, no line per job.
+    redraws = screen.count("\r[")
+    assert redraws >= 4, screen
+    assert "[1/4]" not in screen
+    assert "4/4 done, 1 failed, 0 cached" in screen
+    assert "/s, ETA" in screen
+    assert "FAILED broken (CompileError" in screen  # failures show up as they happen
+    assert "4 jobs: 3 compiled (0 cached), 1 failed" in screen
+    assert "undefined_identifier_42" in stderr and "Traceback" not in stderr
 
 
 def test_examples_compile(tmp_path: Path) -> None:

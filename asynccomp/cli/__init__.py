@@ -1,8 +1,9 @@
 """The ``asynccomp`` command line.
 
 ``asynccomp compile`` compiles files and folders (or ``--examples``, the built-in
-kernels); ``asynccomp doctor`` prints the toolkit found. Exit status: 0 all good, 1 a job failed,
-2 a usage error.
+kernels); ``asynccomp bench`` measures how fast a corpus compiles in several
+configurations; ``asynccomp doctor`` prints the toolkit found. Exit status: 0 all good,
+1 a job failed, 2 a usage error, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from . import bench, doctor
 from . import compile as compile_command
-from . import doctor
 
 __all__ = ("main",)
 
@@ -27,14 +28,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="asynccomp", description="Compile CUDA kernels in bulk, fast.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     compile_command.add_parser(sub)
+    bench.add_parser(sub)
     doctor.add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command_line = ["asynccomp", *argv]
+    # Everything after a lone "--" goes to the compiler untouched (argparse would take
+    # "-DX=1" for an option of ours).
+    extra: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, extra = argv[:split], argv[split + 1 :]
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.run(args)
+    if extra and args.command != "compile":
+        parser.error(f"only compile takes compiler options after --, not {args.command}")
+    args.extra_options = extra
+    args.command_line = command_line
+    try:
+        code: int = args.run(args)
+    except KeyboardInterrupt:
+        print("asynccomp: interrupted", file=sys.stderr)
+        return 130
     return code
 
 

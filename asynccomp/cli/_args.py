@@ -1,0 +1,82 @@
+"""Argument types shared by the subcommands: each turns a bad value into argparse's own
+one-line usage error (exit 2) that names the option."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from ..errors import InvalidJob
+from ..job import parse_arch
+
+__all__ = (
+    "arch",
+    "int_list",
+    "non_negative_int",
+    "on_off_list",
+    "positive_float",
+    "positive_int",
+    "word_list",
+)
+
+
+def _whole_number(text: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of {minimum} or more, not {text!r}"
+        )
+    return value
+
+
+def positive_int(text: str) -> int:
+    return _whole_number(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    return _whole_number(text, 0)
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return value
+
+
+def arch(text: str) -> str:
+    try:
+        parse_arch(text)
+    except InvalidJob:
+        raise argparse.ArgumentTypeError(
+            f"expected sm_XY or compute_XY with an optional a/f suffix (e.g. sm_90a), not {text!r}"
+        ) from None
+    return text
+
+
+def word_list(text: str) -> list[str]:
+    """``"a,b, c"`` -> ``["a", "b", "c"]`` (empty items dropped)."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def int_list(text: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``, each 1 or more."""
+    items = word_list(text)
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list such as 1,2,4")
+    return [positive_int(item) for item in items]
+
+
+def on_off_list(text: str) -> list[bool]:
+    """``"on,off"`` -> ``[True, False]``."""
+    values = {"on": True, "off": False}
+    items = word_list(text)
+    if not items or any(item not in values for item in items):
+        raise argparse.ArgumentTypeError(f"expected on, off or on,off, not {text!r}")
+    return [values[item] for item in items]

@@ -1,0 +1,342 @@
+"""The benchmark harness: its arithmetic on made-up measurements, and ``asynccomp bench``
+through a subprocess with the real compilers on a tiny corpus."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asynccomp import bench
+from asynccomp.bench import BenchConfig, BenchError, BenchSettings, ConfigRun, PassResult
+
+from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel
+from .test_cli import asynccomp
+
+# -- configurations and settings -------------------------------------------------------
+
+
+def test_expand_configs_in_the_order_given() -> None:
+    configs = bench.expand_configs(["processes", "tvm", "nvcc"], [1, 4], [True, False])
+    assert [(c.kind, c.workers, c.fast_path) for c in configs] == [
+        ("processes", 1, True),
+        ("processes", 1, False),
+        ("processes", 4, True),
+        ("processes", 4, False),
+        ("tvm", 1, False),  # the baseline runs once, one at a time, no fast path
+        ("nvcc", 1, None),  # the fast path is NVRTC's only
+        ("nvcc", 4, None),
+    ]
+    assert configs[0].label == "processes x1 fast on" and configs[4].label == "tvm (baseline)"
+    assert configs[0].series == "processes, fast path on" and configs[5].series == "nvcc"
+    # Naming one twice runs it once.
+    assert len(bench.expand_configs(["tvm", "tvm", "threads"], [2, 2], [True])) == 2
+
+
+@pytest.mark.parametrize(
+    ("kinds", "workers", "match"),
+    [(["gcc"], [1], "unknown configuration 'gcc'"), ([], [1], "no configuration")],
+)
+def test_expand_configs_rejects(kinds: list[str], workers: list[int], match: str) -> None:
+    with pytest.raises(BenchError, match=match):
+        bench.expand_configs(kinds, workers, [True])
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"arch": "sm90"}, "invalid arch"),
+        ({"repeat": 0}, "repeat"),
+        ({"warmup": -1}, "warmup"),
+        ({"style": "fancy"}, "style"),
+    ],
+)
+def test_settings_are_checked(changes: dict[str, object], match: str) -> None:
+    configs = (BenchConfig("tvm"),)
+    with pytest.raises(ValueError, match=match):
+        BenchSettings(configs, **changes)  # type: ignore[arg-type]
+
+
+# -- arithmetic ------------------------------------------------------------------------
+
+
+def _pass(wall: float, elapsed: list[float], queued: list[float] | None = None) -> PassResult:
+    return PassResult(wall, tuple(elapsed), tuple(queued or [0.0] * len(elapsed)), peak_rss=100)
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert bench.percentile(values, 50) == 50.0
+    assert bench.percentile(values, 99) == 99.0
+    assert bench.percentile([3.0, 1.0, 2.0], 99) == 3.0
+    assert bench.percentile([5.0], 50) == 5.0
+    assert math.isnan(bench.percentile([], 50))
+
+
+def test_summarize_speedup_ideal_efficiency_latency() -> None:
+    baseline = ConfigRun(
+        BenchConfig("tvm"),
+        startup=0.5,
+        passes=(_pass(20.0, [5, 5, 5, 5]), _pass(10.0, [2, 3, 2, 3]), _pass(12.0, [3, 3, 3, 3])),
+        untimed=1,
+    )
+    # One worker: per-kernel medians over the two timed passes are 1, 1, 1, 3 (sum 6).
+    one = ConfigRun(
+        BenchConfig("processes", 1, True),
+        startup=1.0,
+        passes=(_pass(6.0, [1, 1, 1, 3]), _pass(6.2, [1, 1, 1, 3])),
+        untimed=0,
+    )
+    four = ConfigRun(
+        BenchConfig("processes", 4, True),
+        startup=2.0,
+        passes=(
+            _pass(9.0, [2, 2, 2, 4]),
+            _pass(4.0, [1.5, 1.5, 1.5, 3.5], queued=[0, 0, 0, 0.5]),
+            _pass(3.0, [1.5, 1.5, 1.5, 3.5], queued=[0, 0, 0, 0.5]),
+        ),
+        untimed=1,
+    )
+    # Two workers, fast path off: no one-worker run of that kind, so its own times count.
+    two_off = ConfigRun(
+        BenchConfig("processes", 2, False),
+        startup=1.0,
+        passes=(PassResult(5.0, (2.0, 2.0, 2.0, 2.0), (0.0,) * 4, failures=(("k3", "boom"),)),),
+        untimed=0,
+    )
+    base, s1, s4, s2 = bench.summarize([baseline, one, four, two_off], kernels=4)
+
+    assert base.wall == 11.0 and base.speedup == 1.0 and base.walls == (10.0, 12.0)
+    assert base.cold == 20.5 and base.startup == 0.5
+    assert s1.wall == pytest.approx(6.1) and s1.speedup == pytest.approx(11 / 6.1)
+    assert s1.ideal == 6.0 and s1.ideal_basis == "1 worker"
+    assert s1.kernels_per_s == pytest.approx(4 / 6.1)
+    # Four workers: 6 s of one-worker work / 4 = 1.5 s, but the longest job takes 3 s.
+    assert s4.wall == 3.5 and s4.ideal == 3.0 and s4.efficiency == pytest.approx(3.0 / 3.5)
+    assert s4.compile_sum == 8.0 and s4.longest_job == 3.5 and s4.kernel_times[3] == 3.5
+    assert s4.latency_p50 == 1.5 and s4.latency_p99 == 4.0  # queued + elapsed
+    assert s4.cold == 11.0 and s4.peak_rss == 100
+    assert s2.ideal_basis == "own" and s2.ideal == 4.0 and s2.failed == 1
+
+
+def test_without_a_baseline_there_is_no_speedup() -> None:
+    run = ConfigRun(BenchConfig("nvcc", 2, None), 0.0, (_pass(1.0, [1.0]),), untimed=0)
+    (stats,) = bench.summarize([run], kernels=1)
+    assert stats.speedup is None and stats.ideal_basis == "own"
+
+
+def test_text_table_pads_columns() -> None:
+    table = bench.text_table(("name", "n"), [("a", "1"), ("bbb", "22")])
+    assert table.splitlines() == ["name   n", "----  --", "a      1", "bbb   22"]
+    assert bench.text_table(("x", "y"), [("1", "2")], "rl").splitlines()[2] == "1  2"
+
+
+# -- corpus and jobs -------------------------------------------------------------------
+
+
+def test_load_corpus(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "b.cu").write_text(scale_kernel(1.0))
+    (tmp_path / "sub" / "a.cu").write_text(scale_kernel(2.0))
+    (tmp_path / "notes.txt").write_text("not a kernel")
+    kernels = bench.load_corpus(tmp_path)
+    assert [k.name for k in kernels] == ["b", "sub/a"]
+    assert [k.name for k in bench.load_corpus(tmp_path, limit=1)] == ["b"]
+    assert len(bench.load_corpus(limit=3)) == 3  # the built-in examples
+    with pytest.raises(BenchError, match="no such folder"):
+        bench.load_corpus(tmp_path / "missing")
+    with pytest.raises(BenchError, match="limit"):
+        bench.load_corpus(tmp_path, limit=0)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BenchError, match=r"no \.cu files"):
+        bench.load_corpus(tmp_path / "empty")
+
+
+def test_build_jobs_styles() -> None:
+    kernels = bench.load_corpus(limit=2)
+    settings = BenchSettings((BenchConfig("tvm"),), arch=ARCH)
+    tvm_jobs = bench.build_jobs(kernels, "nvrtc", settings)
+    # TVM's way: its program name, its complete option list, its rewritten source.
+    assert all(j.exact_options and j.name == "tvm_kernels" for j in tvm_jobs)
+    assert all("--gpu-architecture=sm_90a" in j.options for j in tvm_jobs)
+    assert all(j.source != k.source for j, k in zip(tvm_jobs, kernels, strict=True))
+    nvcc_jobs = bench.build_jobs(kernels, "nvcc", settings)
+    assert all(j.backend == "nvcc" and j.output == "fatbin" for j in nvcc_jobs)
+    plain = bench.build_jobs(kernels, "nvrtc", BenchSettings(settings.configs, style="plain"))
+    assert [(j.name, j.source, j.exact_options) for j in plain] == [
+        (k.name, k.source, False) for k in kernels
+    ]
+
+
+def test_run_bench_passes_progress_and_rounds(tmp_path: Path) -> None:
+    kernels = bench.load_corpus(_tiny_corpus(tmp_path / "corpus", count=2))
+    configs = bench.expand_configs(["tvm", "threads"], [1], [True])
+    settings = BenchSettings(configs, arch=ARCH, style="plain", repeat=2, warmup=1)
+    events: list[bench.Progress] = []
+    rounds: list[bench.BenchRun] = []
+    run = anyio.run(bench.run_bench, kernels, settings, events.append, rounds.append)
+
+    finished = [(e.config.kind, e.phase, e.number, e.cold) for e in events if e.seconds is not None]
+    assert finished == [
+        ("tvm", "warm-up", 1, True),
+        ("threads", "warm-up", 1, True),
+        ("tvm", "timed", 1, False),
+        ("threads", "timed", 1, False),
+        ("threads", "timed", 2, False),  # every other round in reverse order
+        ("tvm", "timed", 2, False),
+    ]
+    assert [e.done for e in events if e.config.kind == "tvm"][:3] == [0, 1, 2]
+    # After the first timed round (of two), what was measured so far.
+    (first,) = rounds
+    assert first.rounds == 1 and [len(r.timed) for r in first.runs] == [1, 1]
+    assert run.rounds == 2 and [len(r.passes) for r in run.runs] == [3, 3]
+    assert all(not p.failures and len(p.elapsed) == 2 for r in run.runs for p in r.passes)
+
+
+def test_memory_sampler_sees_this_process() -> None:
+    with bench.MemorySampler() as sampler:
+        pass
+    assert sampler.peak is not None and sampler.peak > 10 * 2**20
+
+
+# -- the command -----------------------------------------------------------------------
+
+
+def _tiny_corpus(folder: Path, count: int = 3) -> Path:
+    folder.mkdir()
+    for i in range(count):
+        (folder / f"k{i}.cu").write_text(scale_kernel(float(i + 1), name=f"scale{i}"))
+    return folder
+
+
+def test_bench_table_json_and_plot(tmp_path: Path) -> None:
+    corpus = _tiny_corpus(tmp_path / "corpus")
+    report, plot = tmp_path / "bench.json", tmp_path / "bench.png"
+    args = ["bench", "--corpus", str(corpus), "--configs", "tvm,threads,processes"]
+    args += ["--workers", "1,2", "--repeat", "1", "--warmup", "0", "--json", str(report)]
+    if bench.plot_available():
+        args += ["--plot", str(plot)]
+    proc = asynccomp(*args, cache=tmp_path / "cache")
+    assert proc.returncode == 0, proc.stderr
+
+    # Progress on stderr, one line per pass; the table on stdout.
+    assert "bench: [1/5] tvm (baseline)" in proc.stderr and "timed 1/1 (cold)" in proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    header = next(r for r in rows if r[:1] == ["config"])
+    assert header[:6] == ["config", "workers", "fast", "wall", "s", "kern/s"]
+    table = [r for r in rows if r[:1] in (["tvm"], ["threads"], ["processes"])]
+    assert [r[:3] for r in table] == [
+        ["tvm", "1", "off"],
+        ["threads", "1", "on"],
+        ["threads", "2", "on"],
+        ["processes", "1", "on"],
+        ["processes", "2", "on"],
+    ]
+    assert table[0][5] == "1.00x" and all(r[-1] == "0" for r in table)  # speedup, failed
+
+    document = json.loads(report.read_text())
+    assert document["command"][:2] == ["asynccomp", "bench"]
+    assert document["settings"]["kernels"] == 3 and document["settings"]["style"] == "tvm"
+    assert document["machine"]["cpus"] >= 1 and document["toolkit"]["nvrtc"]
+    assert document["kernels"] == ["k0", "k1", "k2"]
+    results = document["results"]
+    assert [(r["config"], r["workers"]) for r in results] == [
+        ("tvm", 1),
+        ("threads", 1),
+        ("threads", 2),
+        ("processes", 1),
+        ("processes", 2),
+    ]
+    for r in results:
+        assert r["wall_s"] > 0 and r["ideal_s"] > 0 and r["efficiency"] > 0
+        assert r["ideal_basis"] == "1 worker" and r["speedup"] > 0
+        assert r["latency_p99_s"] >= r["latency_p50_s"] > 0
+        assert r["peak_rss_bytes"] > 0 and r["cold_s"] >= r["wall_s"]
+        assert sorted(r["kernel_times_s"]) == ["k0", "k1", "k2"] and r["failures"] == {}
+    assert results[0]["speedup"] == 1.0
+    if bench.plot_available():
+        assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@needs_nvcc
+def test_bench_nvcc_plain_style_without_baseline(tmp_path: Path) -> None:
+    corpus = _tiny_corpus(tmp_path / "corpus")
+    proc = asynccomp(
+        "bench",
+        "--corpus",
+        str(corpus),
+        "--limit",
+        "2",
+        "--configs",
+        "nvcc,threads",
+        "--workers",
+        "2",
+        "--fast-path",
+        "on,off",
+        "--style",
+        "plain",
+        "--repeat",
+        "2",
+        "--warmup",
+        "1",
+        cache=tmp_path / "cache",
+    )
+    assert proc.returncode == 0, proc.stderr
+    table = [
+        line.split()
+        for line in proc.stdout.splitlines()
+        if line.split()[:1] in (["nvcc"], ["threads"])
+    ]
+    assert [r[:3] for r in table] == [
+        ["nvcc", "2", "-"],
+        ["threads", "2", "on"],
+        ["threads", "2", "off"],
+    ]
+    # No baseline: no speedup; no one-worker run: the ideal comes from their own times.
+    assert all(r[5] == "-" and r[6].endswith("*") for r in table)
+    assert proc.stdout.startswith("2 kernels, arch sm_90a, style plain")
+
+
+def test_bench_failure_exits_1_with_the_error(tmp_path: Path) -> None:
+    corpus = _tiny_corpus(tmp_path / "corpus", count=1)
+    (corpus / "broken.cu").write_text(broken_kernel())
+    proc = asynccomp(
+        "bench",
+        "--corpus",
+        str(corpus),
+        "--configs",
+        "threads",
+        "--workers",
+        "1",
+        "--repeat",
+        "1",
+        "--warmup",
+        "0",
+        "--style",
+        "plain",
+        cache=tmp_path / "cache",
+    )
+    assert proc.returncode == 1
+    assert "threads x1 fast on: broken:" in proc.stderr and "undefined_identifier_42" in proc.stderr
+    (row,) = [line.split() for line in proc.stdout.splitlines() if line.startswith("threads")]
+    assert row[-1] == "1"
+
+
+def test_bench_plot_without_matplotlib_is_a_usage_error(tmp_path: Path) -> None:
+    # A process in which matplotlib cannot be imported, as where the extra is missing.
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; from asynccomp.cli import main; "
+        f"sys.exit(main(['bench', '--plot', {str(tmp_path / 'p.png')!r}]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 2
+    assert (
+        proc.stderr == "asynccomp: error: --plot needs matplotlib: pip install 'asynccomp[plot]'\n"
+    )
