@@ -7,7 +7,7 @@ options, the compiler's identity and a fingerprint of the include folders
 
 * :class:`MemoryCache`, an LRU dictionary bounded in bytes, for repeated jobs in one
   process (an autotuner re-asking for a kernel it built a minute ago);
-* :class:`DiskCache`, one file per entry under ``<root>/v1/<key[:2]>/<key>.entry``,
+* :class:`DiskCache`, one file per entry under ``<root>/v2/<key[:2]>/<key>.entry``,
   shared by every process and every run on the machine, bounded in bytes and trimmed
   least-recently-used first.
 
@@ -79,7 +79,7 @@ __all__ = (
 
 #: Bumped whenever the key recipe or the file format changes: it is hashed into every
 #: key and names the on-disk subfolder, so old entries are never misread, only unused.
-CACHE_FORMAT_VERSION: int = 1
+CACHE_FORMAT_VERSION: int = 2
 
 #: The environment variable that overrides :func:`default_cache_dir`.
 CACHE_DIR_ENV = "ASYNCCOMP_CACHE_DIR"
@@ -140,18 +140,22 @@ def cache_key(
 ) -> str:
     """The cache key of one compile: a sha256 hex digest (64 characters).
 
-    The fields are encoded as one JSON list, which is unambiguous (``("ab", "c")`` and
-    ``("a", "bc")`` differ, as do ``["-a", "-b"]`` and ``["-a -b"]``). Option order is
-    kept: it can change what the compiler does. ``program_name`` is included because
-    NVRTC writes it into diagnostics and debug info.
+    The small fields are encoded as one JSON list, which is unambiguous (``("ab", "c")``
+    and ``("a", "bc")`` differ, as do ``["-a", "-b"]`` and ``["-a -b"]``), followed by
+    the source's UTF-8 bytes, whose length the JSON records. The source is hashed as it
+    is rather than JSON-escaped: escaping a 100 KB kernel cost half a millisecond, most
+    of a cache hit. Option order is kept: it can change what the compiler does.
+    ``program_name`` is included because NVRTC writes it into diagnostics and debug info.
     """
     if isinstance(options, (str, bytes)):
         # A string is a Sequence[str] of characters: almost surely a caller's mistake.
         raise TypeError("options must be a sequence of strings, not a single string")
+    # surrogatepass: any Python str encodes, and distinct strs give distinct bytes.
+    text = source.encode("utf-8", "surrogatepass")
     fields = [
         "asynccomp-compile-cache",
         CACHE_FORMAT_VERSION,
-        source,
+        len(text),
         backend,
         output,
         arch,
@@ -161,8 +165,11 @@ def cache_key(
         program_name,
     ]
     # ensure_ascii escapes lone surrogates too, so any Python str encodes.
-    encoded = json.dumps(fields, ensure_ascii=True, separators=(",", ":"))
-    return hashlib.sha256(encoded.encode("ascii")).hexdigest()
+    header = json.dumps(fields, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    digest = hashlib.sha256(header)
+    digest.update(b"\n")
+    digest.update(text)
+    return digest.hexdigest()
 
 
 def default_cache_dir() -> Path:
@@ -418,7 +425,7 @@ def _decode(key: str, data: bytes) -> CacheEntry:
 class DiskCache:
     """A byte-bounded cache of entries on disk, shared between threads and processes.
 
-    Entries live in ``root / "v1" / key[:2] / (key + ".entry")``. A hit refreshes the
+    Entries live in ``root / "v2" / key[:2] / (key + ".entry")``. A hit refreshes the
     file's mtime, and eviction removes the files with the oldest mtimes first, so the
     bound is kept least-recently-used first across every process using the folder.
 

@@ -415,7 +415,13 @@ class Engine:
             except ToolkitNotFound as exc:
                 planned.append(_failure(job, arch, exc))
                 continue
-            estimate = self.cost_model.estimate(prepared.backend, prepared.options, prepared.source)
+            # Estimates only order jobs within a batch (and pick jobs to split): a batch of
+            # one, such as each synchronous TVM callback, does not pay for one.
+            estimate = (
+                self.cost_model.estimate(prepared.backend, prepared.options, prepared.source)
+                if len(jobs) > 1 or self.split_compile > 0
+                else 0.0
+            )
             priority = (float(batch), -estimate, float(next(self._sequence)))
             planned.append(_Planned(job, prepared, estimate, priority, time.monotonic()))
         if self.split_compile > 0:
