@@ -85,6 +85,11 @@ class SyncEngine:
         results: list[CompileResult] = self._call(self.engine.compile_many, list(jobs))
         return results
 
+    def prefetch(self, jobs: Iterable[CompileJob]) -> None:
+        """Start compiling ``jobs`` in the background and return at once (results go to
+        the cache; closing the engine waits for them)."""
+        self._call(self.engine.prefetch, list(jobs))
+
     def as_completed(self, jobs: Iterable[CompileJob]) -> Iterator[CompileResult]:
         """Yield results in completion order (stopping early cancels the rest)."""
         iterator = self._call(_start, self.engine.as_completed, list(jobs))

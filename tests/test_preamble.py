@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import re
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from asynccomp.preamble import TVM_TYPE_TRAITS_BLOCK, TYPE_TRAITS_SHIM, rewrite_tvm_preamble
+
+from .sass import cuobjdump, sass
 
 DATA = Path(__file__).parent / "data" / "preamble"
 KERNELS = ("nrm_0_000.cu", "sfm_0_000.cu", "traits_fp16_kernel.cu")
@@ -127,24 +128,6 @@ def nvrtc_compile(source: str, options: Sequence[str]) -> Compiled:
         return Compiled(True, text, cubin)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-
-
-@functools.cache
-def cuobjdump() -> str | None:
-    try:
-        from cuda import pathfinder
-
-        found = pathfinder.find_nvidia_binary_utility("cuobjdump")
-    except Exception:  # pathfinder missing or failing: treat as not found
-        found = None
-    return str(found) if found else None
-
-
-def sass(cubin: bytes, tool: str, tmp_path: Path) -> str:
-    path = tmp_path / "kernel.cubin"
-    path.write_bytes(cubin)
-    out = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True)
-    return "\n".join("<file>" if path.name in line else line for line in out.stdout.splitlines())
 
 
 def normalised_log(log: str) -> str:
