@@ -207,6 +207,9 @@ class Engine:
         self._slots: dict[str, PrioritySlots] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._warm_start_scope: anyio.CancelScope | None = None
+        # Prefetched compiles now running, and the generation cancel_prefetched() ends.
+        self._prefetch_scopes: set[anyio.CancelScope] = set()
+        self._prefetch_generation = 0
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -337,11 +340,30 @@ class Engine:
 
         The results go to the cache, so later ``compile`` calls for the same jobs are cache
         hits (or wait for the compile in flight). The compiles belong to the engine: it
-        waits for them when it closes, and an unexpected error in one propagates there.
+        waits for them when it closes (unless :meth:`cancel_prefetched` was called), and an
+        unexpected error in one propagates there.
         """
         task_group = self._require_running()
         for planned in self._plan([_check_job(job) for job in jobs]):
-            task_group.start_soon(self._run_job, planned)
+            task_group.start_soon(self._prefetched, planned, self._prefetch_generation)
+
+    async def _prefetched(self, planned: _Planned | CompileResult, generation: int) -> None:
+        with anyio.CancelScope() as scope:
+            if generation != self._prefetch_generation:
+                scope.cancel()  # cancelled before this task started
+            self._prefetch_scopes.add(scope)
+            try:
+                await self._run_job(planned)  # gives its slot back when cancelled
+            finally:
+                self._prefetch_scopes.discard(scope)
+
+    def cancel_prefetched(self) -> None:
+        """Stop every prefetched compile still queued or running (nothing is cached for
+        them; a caller waiting for one of them compiles it itself). For a quick exit: an
+        autotuner that pushed a large batch ahead need not wait for all of it."""
+        self._prefetch_generation += 1
+        for scope in self._prefetch_scopes:
+            scope.cancel()
 
     async def as_completed(self, jobs: Iterable[CompileJob]) -> AsyncIterator[CompileResult]:
         """Compile all ``jobs`` concurrently and yield each result as soon as it is ready.

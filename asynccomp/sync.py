@@ -64,8 +64,14 @@ class SyncEngine:
             self._portal = portal
             self._stack = stack.pop_all()
 
-    def close(self) -> None:
-        """Wait for running jobs, stop the engine and its event loop."""
+    def close(self, *, cancel_prefetched: bool = False) -> None:
+        """Wait for running jobs, stop the engine and its event loop.
+
+        ``cancel_prefetched=True`` first stops the compiles :meth:`prefetch` started that
+        are still queued or running, instead of waiting for them.
+        """
+        if cancel_prefetched and self._portal is not None:
+            self._portal.call(self.engine.cancel_prefetched)
         stack, self._stack, self._portal = self._stack, None, None
         if stack is not None:
             stack.close()
@@ -87,7 +93,7 @@ class SyncEngine:
 
     def prefetch(self, jobs: Iterable[CompileJob]) -> None:
         """Start compiling ``jobs`` in the background and return at once (results go to
-        the cache; closing the engine waits for them)."""
+        the cache; closing the engine waits for them unless told not to)."""
         self._call(self.engine.prefetch, list(jobs))
 
     def as_completed(self, jobs: Iterable[CompileJob]) -> Iterator[CompileResult]:

@@ -10,12 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from asynccomp import CompileJob, Engine, find_toolkit
 from asynccomp.cache import CacheCorruptionWarning, DiskCache
 
-from .kernels import ARCH, scale_kernel
+from .kernels import ARCH, scale_kernel, slow_kernel
 
 pytestmark = pytest.mark.asyncio
 
@@ -69,6 +70,19 @@ async def test_prefetch_makes_later_compiles_hits() -> None:
         stats = engine.statistics()
     assert all(r.ok for r in results)
     assert stats.compiled == 4 and stats.deduplicated + stats.cache_hits == 4
+
+
+async def test_cancelled_prefetch_leaves_nothing_behind_and_recompiles_on_demand() -> None:
+    slow = CompileJob(slow_kernel(), name="slow")
+    quick = CompileJob(scale_kernel(9.0), name="quick")
+    async with Engine(arch=ARCH, cache_dir=False, nvrtc_workers=1) as engine:
+        engine.prefetch([slow, quick])  # one worker: "quick" waits behind "slow"
+        await anyio.sleep(0.5)
+        engine.cancel_prefetched()
+        result = await engine.compile(quick)  # not cached: compiled now
+        stats = engine.statistics()
+    assert result.ok and not result.cached
+    assert stats.completed == 1 and stats.compiled == 2  # slow (stopped) and quick
 
 
 async def test_failures_are_not_cached_unless_asked(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ import asynccomp.tvm
 from asynccomp import CompileError
 from asynccomp.tvm import _arch, _render, compile_cuda, make_job, tvm_callback_cuda_compile
 
-from .kernels import broken_kernel, needs_nvcc, scale_kernel
+from .kernels import broken_kernel, needs_nvcc, scale_kernel, slow_kernel
 
 DATA = Path(__file__).parent / "data" / "tvm_kernels"
 ELF = b"\x7fELF"
@@ -325,6 +325,23 @@ def test_prefetch_makes_the_callbacks_cache_hits() -> None:
     assert stats.compiled == 3  # the prefetches; each callback waited for or hit one
     assert stats.cache_hits + stats.deduplicated == 3
     assert stats.submitted == 6
+
+
+@needs_nvcc
+def test_prefetch_compiles_what_the_callback_will_ask_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TVM_CUDA_COMPILE_MODE", "nvcc")
+    source = scale_kernel(5.0)
+    asynccomp.tvm.prefetch([source])  # no compiler named: the callback's (nvcc -> fatbin)
+    assert tvm_callback_cuda_compile(source)[:4] == FATBIN
+    stats = asynccomp.tvm.engine().statistics()
+    assert (stats.compiled, stats.cache_hits + stats.deduplicated) == (1, 1)
+
+
+def test_shutdown_stops_prefetched_compiles(private_cache_dir: Path) -> None:
+    asynccomp.tvm.prefetch([slow_kernel()])  # many seconds of compiling
+    asynccomp.tvm.shutdown()  # returns without waiting for it...
+    assert not list(private_cache_dir.rglob("*.entry"))  # ...so nothing was cached
+    assert tvm_callback_cuda_compile(scale_kernel())[:4] == ELF  # a fresh engine
 
 
 def _dump_folders(root: Path) -> list[Path]:

@@ -55,7 +55,8 @@ def _output(nvrtc: Any, prog: Any, output: str) -> bytes:
         _check(nvrtc, err, "nvrtcGetPTXSize")
         buf = b" " * int(size)
         _check(nvrtc, nvrtc.nvrtcGetPTX(prog, buf)[0], "nvrtcGetPTX")
-        return buf.rstrip(b"\x00")  # PTX is text; TVM also drops the terminating NUL
+        # PTX is text: drop the terminating NUL (asynccomp.tvm puts it back, as TVM keeps it).
+        return buf.rstrip(b"\x00")
     err, size = nvrtc.nvrtcGetCUBINSize(prog)
     _check(nvrtc, err, "nvrtcGetCUBINSize")
     cubin = b" " * int(size)

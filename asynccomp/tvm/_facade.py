@@ -58,8 +58,8 @@ def engine() -> SyncEngine:
 
 
 def shutdown() -> None:
-    """Close the facade's engines now (also done at interpreter exit); the next compile
-    starts a fresh one."""
+    """Close the facade's engines now (also done at interpreter exit), stopping
+    prefetched compiles nobody waits for; the next compile starts a fresh engine."""
     _runtime.shutdown()
 
 
@@ -181,11 +181,17 @@ def tvm_callback_cuda_compile(code: str, target: object = None) -> bytearray:
     >>> len(callback('extern "C" __global__ void k() {}', "sm_90a")) > 0
     True
     """
+    compiler, target_format = _callback_mode()
+    return _compile(code, target_format, None, None, None, compiler, target)
+
+
+def _callback_mode() -> tuple[str, str]:
+    """(compiler, format) that ``TVM_CUDA_COMPILE_MODE`` asks of the callback."""
     mode = os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower()
     if mode == "nvrtc":
-        return _compile(code, "cubin", None, None, None, "nvrtc", target)
+        return "nvrtc", "cubin"
     if mode == "nvcc":
-        return _compile(code, "fatbin", None, None, None, "nvcc", target)
+        return "nvcc", "fatbin"
     raise ValueError(f"Invalid TVM_CUDA_COMPILE_MODE: {mode}. Expected 'nvcc' or 'nvrtc'.")
 
 
@@ -212,15 +218,17 @@ def prefetch(
     target_format: str | None = None,
     arch: str | Sequence[str] | None = None,
     options: Sequence[str] | str | None = None,
-    compiler: str = "nvrtc",
+    compiler: str | None = None,
 ) -> None:
     """Start compiling ``sources`` in the background, as :func:`compile_cuda` would with
     the same arguments, and return at once; later compiles of them are cache hits (or
     wait for the compile already running).
 
-    To warm TVM's callback, match what it asks for: the defaults for NVRTC (cubin), or
-    ``compiler="nvcc", target_format="fatbin"`` under ``TVM_CUDA_COMPILE_MODE=nvcc``.
-    Bad arguments raise here; compile failures surface when the source is compiled.
+    ``compiler=None`` (the default) compiles what TVM's callback will ask for: the
+    compiler ``TVM_CUDA_COMPILE_MODE`` names (NVRTC -> cubin, nvcc -> fatbin, unless
+    ``target_format`` says otherwise). Bad arguments raise here; compile failures surface
+    when the source is compiled. Prefetched compiles still running when the facade shuts
+    down (at interpreter exit, say) are stopped, not waited for.
 
     >>> sources = ['extern "C" __global__ void k%d() {}' % i for i in range(4)]
     >>> prefetch(sources, arch="sm_90a")  # an autotuner pushes its batch ahead
@@ -228,6 +236,9 @@ def prefetch(
     """
     if isinstance(sources, (str, bytes)):
         raise TypeError("prefetch takes an iterable of sources, not one source")
+    if compiler is None:
+        compiler, callback_format = _callback_mode()
+        target_format = target_format or callback_format
     settings = _settings()
     dump = settings.dump_dir is not None
     jobs = [

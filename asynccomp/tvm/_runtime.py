@@ -102,7 +102,9 @@ def compile_job(settings: EngineSettings, job: CompileJob) -> CompileResult:
 
 
 def shutdown() -> None:
-    """Close this process's facade engines (waiting for their running compiles).
+    """Close this process's facade engines: prefetched compiles still queued or running
+    are stopped (an autotuner that exits early does not wait for a batch it pushed
+    ahead); compiles a caller waits for are finished first.
 
     Safe to call at any time: the next compile starts a fresh engine, which also picks
     up a changed ``$ASYNCCOMP_CACHE_DIR``.
@@ -112,7 +114,7 @@ def shutdown() -> None:
         closing = list(engines.by_settings.values())
         engines.by_settings.clear()
     for engine in closing:
-        engine.close()
+        engine.close(cancel_prefetched=True)
 
 
 def _forget_after_fork() -> None:
