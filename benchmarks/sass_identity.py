@@ -1,8 +1,9 @@
 """Prove the TVM preamble fast path changes nothing but compile time.
 
 Every kernel of a folder is compiled with NVRTC twice, as TVM 0.27 compiles it (TVM's
-own NVRTC source rewrite, then its options, program name ``tvm_kernels.cu``): once as it
-is, and once after :func:`asynccomp.preamble.rewrite_tvm_preamble`. For each kernel the
+own NVRTC source rewrite, then its options, program name ``tvm_kernels.cu``, all from
+:func:`asynccomp.tvm.make_job`): once as it is, and once after
+:func:`asynccomp.preamble.rewrite_tvm_preamble`. For each kernel the
 SASS of both cubins (``cuobjdump -sass``) is compared, as are the cubin bytes and NVRTC's
 log (ptxas ``-v`` resource lines and warnings, whose line numbers the rewrite keeps).
 
@@ -37,46 +38,6 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-# TVM 0.27's NVRTC path (tvm.contrib.nvcc._compile_cuda_nvrtc) prepends this.
-TVM_NVRTC_PREFIX = """#include <cuda/std/cstdint>
-using cuda::std::uint8_t;
-using cuda::std::uint16_t;
-using cuda::std::uint32_t;
-using cuda::std::uint64_t;
-using cuda::std::int8_t;
-using cuda::std::int16_t;
-using cuda::std::int32_t;
-using cuda::std::int64_t;
-
-// NVRTC uses asm/volatile instead of __asm__/__volatile__
-#ifndef __asm__
-#define __asm__ asm
-#endif
-#ifndef __volatile__
-#define __volatile__ volatile
-#endif
-
-"""
-
-TVM_NVRTC_OPTIONS_TAIL = (
-    "-D__NV_SILENCE_DEPRECATION_BEGIN=",
-    "-D__NV_SILENCE_DEPRECATION_END=",
-    "-D__NV_SILENCE_HOST_DEPRECATION_BEGIN=",
-    "-D__NV_SILENCE_HOST_DEPRECATION_END=",
-    "-U__CUDA_NO_HALF_OPERATORS__",
-    "-U__CUDA_NO_HALF_CONVERSIONS__",
-    "-U__CUDA_NO_BFLOAT16_OPERATORS__",
-    "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
-    "-U__CUDA_NO_BFLOAT162_OPERATORS__",
-    "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
-    "--use_fast_math",
-    "--ptxas-options=-v",
-    "--ptxas-options=--register-usage-level=10",
-    "--ptxas-options=--warn-on-local-memory-usage",
-)
-
-PROGRAM_NAME = "tvm_kernels.cu"
-
 WARMUP_KERNEL = """
 #ifdef __CUDACC_RTC__
   #include <cuda/std/cstdint>
@@ -105,31 +66,6 @@ extern "C" __global__ void warmup(float* x) { x[threadIdx.x] *= 2.0f; }
 """
 
 
-def tvm_nvrtc_source(code: str) -> str:
-    """TVM 0.27's source rewrite before NVRTC: drop ``#include <cuda.h>`` lines, declare
-    ``CUtensorMap`` when used, prepend :data:`TVM_NVRTC_PREFIX`."""
-    filtered = "\n".join(line for line in code.splitlines() if line.strip() != "#include <cuda.h>")
-    if "CUtensorMap" in filtered:
-        filtered = (
-            "struct __align__(128) CUtensorMap {\n  unsigned long long opaque[16];\n};\n\n"
-            + filtered
-        )
-    return TVM_NVRTC_PREFIX + filtered
-
-
-def default_include_dirs() -> list[str]:
-    """cudart and CCCL headers, as ``cuda-pathfinder`` finds them (NVIDIA's wheels)."""
-    from cuda import pathfinder
-
-    dirs = []
-    for name in ("cudart", "cccl"):
-        found = pathfinder.find_nvidia_header_directory(name)
-        if not found:
-            raise SystemExit(f"cuda-pathfinder cannot find the {name} headers")
-        dirs.append(str(found))
-    return dirs
-
-
 def find_cuobjdump() -> str:
     from cuda import pathfinder
 
@@ -137,16 +73,6 @@ def find_cuobjdump() -> str:
     if not found:
         raise SystemExit("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
     return str(found)
-
-
-def tvm_options(arch: str, include_dirs: Sequence[str]) -> list[str]:
-    return [
-        f"--gpu-architecture={arch}",
-        "-default-device",
-        "--device-int128",
-        *(f"-I{d}" for d in include_dirs),
-        *TVM_NVRTC_OPTIONS_TAIL,
-    ]
 
 
 @dataclass(frozen=True)
@@ -157,30 +83,35 @@ class Compiled:
     error: str | None
 
 
-def nvrtc_compile(source: str, options: Sequence[str]) -> Compiled:
-    from cuda.bindings import nvrtc
+def tvm_compile(code: str, arch: str, *, rewrite: bool) -> Compiled:
+    """Compile ``code`` with NVRTC exactly as TVM 0.27 does (TVM's source rewrite, options
+    and program name, from :func:`asynccomp.tvm.make_job`), in this process, timed; with
+    ``rewrite``, after the preamble fast path is applied to TVM's source."""
+    from asynccomp.backends.base import PreparedCompile
+    from asynccomp.backends.nvrtc import compile_prepared
+    from asynccomp.preamble import rewrite_tvm_preamble
+    from asynccomp.tvm import make_job
 
-    ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), PROGRAM_NAME.encode(), 0, None, None)
-    if err != ok:
-        return Compiled(0.0, None, "", f"nvrtcCreateProgram: {err}")
-    try:
-        opts = [o.encode() for o in options]
-        t0 = time.perf_counter()
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        seconds = time.perf_counter() - t0
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        buf = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, buf)
-        log = buf.rstrip(b"\0").decode(errors="replace")
-        if err != ok:
-            return Compiled(seconds, None, log, f"nvrtcCompileProgram: {err}")
-        _, size = nvrtc.nvrtcGetCUBINSize(prog)
-        cubin = b" " * size
-        nvrtc.nvrtcGetCUBIN(prog, cubin)
-        return Compiled(seconds, cubin, log, None)
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    job = make_job(code, "cubin", arch)
+    source = job.source
+    if rewrite:
+        shimmed = rewrite_tvm_preamble(source)
+        if shimmed is None:
+            return Compiled(0.0, None, "", "rewrite_tvm_preamble returned None")
+        source = shimmed
+    prepared = PreparedCompile(
+        backend="nvrtc",
+        output="cubin",
+        arch=arch,
+        source=source,
+        filename=f"{job.name}.cu",
+        options=tuple(job.options),
+    )
+    started = time.perf_counter()
+    out = compile_prepared(prepared)
+    seconds = time.perf_counter() - started
+    error = None if out.status == "ok" else f"{out.status}: {out.message}"
+    return Compiled(seconds, out.binary, out.log, error)
 
 
 def sass_of(cubin: bytes, cuobjdump: str) -> str:
@@ -217,15 +148,11 @@ class KernelReport:
 _CONFIG: dict[str, object] = {}
 
 
-def _worker_init(options: list[str], cuobjdump: str, warmup: bool) -> None:
-    from asynccomp.preamble import rewrite_tvm_preamble
-
-    _CONFIG.update(options=options, cuobjdump=cuobjdump)
+def _worker_init(arch: str, cuobjdump: str, warmup: bool) -> None:
+    _CONFIG.update(arch=arch, cuobjdump=cuobjdump)
     if warmup:
-        nvrtc_compile(tvm_nvrtc_source(WARMUP_KERNEL), options)
-        shimmed = rewrite_tvm_preamble(WARMUP_KERNEL)
-        assert shimmed is not None
-        nvrtc_compile(tvm_nvrtc_source(shimmed), options)
+        for rewrite in (False, True):
+            assert tvm_compile(WARMUP_KERNEL, arch, rewrite=rewrite).error is None
 
 
 _GMEM_RE = re.compile(r"\b(\d+) bytes gmem\b")
@@ -257,9 +184,9 @@ def _first_difference(a: str, b: str) -> str:
 def check_kernel(path_str: str, original_first: bool) -> KernelReport:
     from asynccomp.preamble import rewrite_tvm_preamble
 
-    options = _CONFIG["options"]
+    arch = _CONFIG["arch"]
     cuobjdump = _CONFIG["cuobjdump"]
-    assert isinstance(options, list) and isinstance(cuobjdump, str)
+    assert isinstance(arch, str) and isinstance(cuobjdump, str)
     path = Path(path_str)
     code = path.read_text()
     t0 = time.perf_counter()
@@ -288,9 +215,8 @@ def check_kernel(path_str: str, original_first: bool) -> KernelReport:
 
     if shimmed is None:
         return report(error="rewrite_tvm_preamble returned None")
-    sources = {"original": tvm_nvrtc_source(code), "rewritten": tvm_nvrtc_source(shimmed)}
     order = ["original", "rewritten"] if original_first else ["rewritten", "original"]
-    results = {side: nvrtc_compile(sources[side], options) for side in order}
+    results = {side: tvm_compile(code, arch, rewrite=side == "rewritten") for side in order}
     orig, new = results["original"], results["rewritten"]
     errors = [f"{side}: {r.error}\n{r.log[-2000:]}" for side, r in results.items() if r.error]
     if errors or orig.cubin is None or new.cubin is None:
@@ -322,13 +248,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument(
-        "--include",
-        action="append",
-        default=None,
-        metavar="DIR",
-        help="NVRTC include folder (repeatable); default: the cudart and CCCL wheel headers",
-    )
     parser.add_argument("--no-warmup", action="store_true", help="skip the per-worker warm-up")
     args = parser.parse_args(argv)
 
@@ -336,8 +255,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not files:
         print(f"no *.cu files in {args.corpus}", file=sys.stderr)
         return 1
-    include_dirs = args.include or default_include_dirs()
-    options = tvm_options(args.arch, include_dirs)
+    from asynccomp.tvm import make_job
+
+    options = make_job(WARMUP_KERNEL, "cubin", args.arch).options
     cuobjdump = find_cuobjdump()
     from cuda.bindings import nvrtc
 
@@ -353,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_workers=args.jobs,
         mp_context=ctx,
         initializer=_worker_init,
-        initargs=(options, cuobjdump, not args.no_warmup),
+        initargs=(args.arch, cuobjdump, not args.no_warmup),
     ) as pool:
         # Largest first, so the longest jobs do not end up last.
         by_size = sorted(files, key=lambda f: f.stat().st_size, reverse=True)
