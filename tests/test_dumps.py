@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from asynccomp import CompileJob, DumpDirError, Engine
+from asynccomp import CompileJob, CompileTimeout, DumpDirError, Engine
 
-from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel
+from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
 
 pytestmark = pytest.mark.asyncio
 
@@ -110,3 +110,31 @@ async def test_resources_from_real_ptxas(backend: str) -> None:
     assert smem.barriers == 1
     assert 0 < smem.registers <= 32
     assert smem.spill_stores == 0 and smem.arch == ARCH
+
+
+async def test_timed_out_job_is_dumped_with_its_reproduction(tmp_path: Path) -> None:
+    job = CompileJob(slow_kernel(), name="slow", timeout=0.5)
+    async with Engine(arch=ARCH, dump_dir=tmp_path, cache=False) as engine:
+        result = await engine.compile(job)
+    assert isinstance(result.error, CompileTimeout)
+    assert result.dump_dir is not None
+    record = json.loads((result.dump_dir / "result.json").read_text())
+    assert record["status"] == "timeout" and record["error_type"] == "CompileTimeout"
+    assert (result.dump_dir / "slow.cu").read_text() == job.source
+    assert (result.dump_dir / "command.txt").read_text().strip()
+    assert not list(result.dump_dir.glob("*.cubin"))
+    (line,) = (tmp_path / "manifest.jsonl").read_text().splitlines()
+    assert json.loads(line)["status"] == "timeout"
+
+
+async def test_any_job_name_gives_a_safe_folder(tmp_path: Path) -> None:
+    names = ["../../etc/passwd", "ядро ✓ kernel", "x" * 500, ".", "a\\b:c*d?e|f"]
+    jobs = [CompileJob(scale_kernel(float(i)), name=n) for i, n in enumerate(names)]
+    async with Engine(arch=ARCH, dump_dir=tmp_path, cache=False) as engine:
+        results = await engine.compile_many(jobs)
+    folders = [r.dump_dir for r in results]
+    assert len({f for f in folders if f is not None}) == len(names)
+    for r, folder in zip(results, folders, strict=True):
+        assert r.ok and folder is not None and folder.parent == tmp_path
+        assert len(folder.name) < 100 and folder.name.isascii()
+        assert json.loads((folder / "result.json").read_text())["name"] == r.job.name
