@@ -178,6 +178,7 @@ async def test_background_warm_start_never_exceeds_the_worker_count() -> None:
             # Jobs arrive while the background warm-up is still starting the workers.
             results = await engine.compile_many(jobs)
             await engine.warm_up()  # waits for workers still warming up
+            pids.update(pool.worker_pids())
             assert len(pool.worker_pids()) == 2
             tg.cancel_scope.cancel()
     assert all(r.ok for r in results)
