@@ -148,8 +148,11 @@ async def test_timeout_stops_a_slow_compile(backend: str) -> None:
     assert "timed out after 1 s" in str(result.error)
     assert quick.ok
     assert stats.timed_out == 1
-    # The full compile takes well over 10 s here; a stopped one returns soon after 1 s.
-    assert took < 8, took
+    # Stopped, not left to finish: NVRTC cancelled through its flow callback, nvcc killed.
+    assert "NVRTC compile cancelled" in str(result.error) or "nvcc was killed" in str(result.error)
+    # The full compile takes about 15 s here; a stopped one returns soon after 1 s (the
+    # margin is for a loaded machine starting its NVRTC workers).
+    assert took < 12, took
 
 
 def _children() -> list[psutil.Process]:
