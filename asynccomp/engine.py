@@ -195,9 +195,11 @@ class Engine:
         self._in_flight: dict[str, _InFlight] = {}
         self.warm_start = warm_start
         self.cost_model = CostModel() if cost_model is None else cost_model
-        if isinstance(split_compile, bool) or not isinstance(split_compile, int):
-            raise InvalidJob("split_compile", split_compile, "must be an int >= 0")
-        if split_compile < 0:
+        if (
+            isinstance(split_compile, bool)
+            or not isinstance(split_compile, int)
+            or split_compile < 0
+        ):
             raise InvalidJob("split_compile", split_compile, "must be an int >= 0")
         self.split_compile = split_compile
         self._counters = Counters()
@@ -447,7 +449,7 @@ class Engine:
             priority = (float(batch), -estimate, float(next(self._sequence)))
             planned.append(_Planned(job, prepared, estimate, priority, time.monotonic()))
         if self.split_compile > 0:
-            planned = self._split_long_jobs(planned)
+            self._split_long_jobs(planned)
         # The whole batch queues before any of it runs, so the longest go first whatever
         # order the jobs' tasks start in.
         for backend, slots in self._slots.items():
@@ -458,29 +460,21 @@ class Engine:
                     p.ticket = ticket
         return planned
 
-    def _split_long_jobs(
-        self, batch: list[_Planned | CompileResult]
-    ) -> list[_Planned | CompileResult]:
+    def _split_long_jobs(self, batch: list[_Planned | CompileResult]) -> None:
         """Give ``--split-compile`` to the jobs that would finish last even if started
         first: those estimated longer than their backend's share of the batch per slot."""
+        jobs = [p for p in batch if isinstance(p, _Planned)]
         totals: dict[str, float] = {}
-        for p in batch:
-            if isinstance(p, _Planned):
-                backend = p.prepared.backend
-                totals[backend] = totals.get(backend, 0.0) + p.estimate
+        for p in jobs:
+            totals[p.prepared.backend] = totals.get(p.prepared.backend, 0.0) + p.estimate
         flag = f"--split-compile={self.split_compile}"
-        out: list[_Planned | CompileResult] = []
-        for p in batch:
-            if isinstance(p, _Planned):
-                backend, options = p.prepared.backend, p.prepared.options
-                share = totals[backend] / self._slots[backend].total
-                if p.estimate > share and not any("split-compile" in o for o in options):
-                    # nvcc's argv ends with ``-o <output> <source>``: flags go before.
-                    at = len(options) - 3 if backend == "nvcc" else len(options)
-                    options = (*options[:at], flag, *options[at:])
-                    p.prepared = replace(p.prepared, options=options)
-            out.append(p)
-        return out
+        for p in jobs:
+            backend, options = p.prepared.backend, p.prepared.options
+            share = totals[backend] / self._slots[backend].total
+            if p.estimate > share and not any("split-compile" in o for o in options):
+                # nvcc's argv ends with ``-o <output> <source>``: flags go before.
+                at = len(options) - 3 if backend == "nvcc" else len(options)
+                p.prepared = replace(p.prepared, options=(*options[:at], flag, *options[at:]))
 
     async def _run_job(self, planned: _Planned | CompileResult) -> CompileResult:
         if isinstance(planned, CompileResult):  # failed before it could run

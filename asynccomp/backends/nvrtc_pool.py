@@ -96,10 +96,14 @@ class NvrtcProcessPool:
         self.warmup = warmup
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
-        self._alive = 0  # idle + busy + starting
         self._starting = 0
         self._changed = anyio.Event()
         self._closed = False
+
+    @property
+    def _alive(self) -> int:
+        """Workers idle, busy or starting: what ``size`` bounds."""
+        return len(self._idle) + len(self._busy) + self._starting
 
     def worker_pids(self) -> list[int]:
         """Process ids of the workers now alive (idle or busy)."""
@@ -110,7 +114,7 @@ class NvrtcProcessPool:
         changed.set()
 
     async def _spawn(self) -> _Worker:
-        """Start one worker and warm it up; counted in ``_alive`` by the caller."""
+        """Start one worker and warm it up (the caller counted it as starting)."""
         # Shielded: cancelled halfway, the process would exist with nobody to reap it.
         with anyio.CancelScope(shield=True):
             process = await anyio.open_process(
@@ -131,19 +135,16 @@ class NvrtcProcessPool:
 
     def _reserve(self) -> None:
         # Counted before the first await, so concurrent callers see the room taken.
-        self._alive += 1
         self._starting += 1
 
     async def _start_reserved(self) -> _Worker:
+        # The caller puts the worker into _idle or _busy with no await in between, so it
+        # is never uncounted.
         try:
-            worker = await self._spawn()
-        except BaseException:
-            self._alive -= 1
-            raise
+            return await self._spawn()
         finally:
             self._starting -= 1
             self._notify()
-        return worker
 
     async def _take(self) -> _Worker:
         """An idle worker, a new one if there is room, else the next one to come free."""
@@ -216,8 +217,7 @@ class NvrtcProcessPool:
             if healthy and not self._closed:
                 self._give_back(worker)
             else:
-                self._alive -= 1
-                self._notify()
+                self._notify()  # one fewer worker: room to start another
                 await worker.kill()
 
     async def aclose(self) -> None:
