@@ -11,12 +11,12 @@ cheap (it runs on the event loop for every job). It is, in order of preference:
    compiles this model has seen (it starts from a measured default).
 
 Why not just source size: it ranks the 60 TVM kernels of the shared corpus fairly
-(Spearman 0.83 against their NVRTC times) but it misses outliers by 10x (a 13 KB
-convolution that compiles for 2.2 s, a 108 KB softmax in 0.8 s), and nothing cheaper
-that we tried on the source text (unrolled statement counts, loop nests, local array
-sizes) ranked better. What did predict a compile's time well was its own earlier time,
-so the model remembers them (bounded; per model, which lives as long as its engine
-unless you share one: ``Engine(cost_model=...)``).
+(Spearman 0.80 against their NVRTC times, ``benchmarks/compile_time_predictors.py``) but
+misses single kernels by up to 6.5x (a 13 KB convolution takes 1.6 s, 4.7x what its size
+predicts). Other features of the text (unrolled statement counts, loop nests, local array
+sizes) ranked worse in a one-off trial. What does predict a compile's time well is its
+own earlier time, so the model remembers those (bounded; per model, which lives as long
+as its engine unless you share one: ``Engine(cost_model=...)``).
 
 >>> model = CostModel()
 >>> model.estimate("nvrtc", ("-O3",), "x" * 1000) < model.estimate("nvrtc", ("-O3",), "x" * 10**6)

@@ -1,0 +1,85 @@
+"""How well does a kernel's source size predict its NVRTC compile time?
+
+The numbers behind :mod:`asynccomp.cost`'s docstring. Every kernel of a folder is
+compiled once, one at a time in this process, as TVM 0.27 compiles it with the preamble
+fast path (the engine's default), after one warm-up compile; then the rank correlation
+(Spearman) of source size against compile time is printed, with the kernels whose
+time strays furthest from what their size predicts.
+
+    python benchmarks/compile_time_predictors.py                 # ../shared/corpus
+    python benchmarks/compile_time_predictors.py --corpus DIR --arch sm_90a
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+for folder in (REPO, REPO / "benchmarks"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from sass_identity import WARMUP_KERNEL, tvm_compile  # noqa: E402
+
+
+def ranks(values: Sequence[float]) -> list[int]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    out = [0] * len(values)
+    for rank, index in enumerate(order):
+        out[index] = rank
+    return out
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    n = len(a)
+    d2 = sum((x - y) ** 2 for x, y in zip(ranks(a), ranks(b), strict=True))
+    return 1 - 6 * d2 / (n * (n * n - 1))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpus")
+    parser.add_argument("--arch", default="sm_90a")
+    parser.add_argument("--outliers", type=int, default=5)
+    args = parser.parse_args(argv)
+    files = sorted(args.corpus.glob("*.cu"))
+    if len(files) < 3:
+        print(f"need at least 3 *.cu files in {args.corpus}", file=sys.stderr)
+        return 2
+    assert tvm_compile(WARMUP_KERNEL, args.arch, rewrite=True).error is None
+    sizes, times = [], []
+    for path in files:
+        code = path.read_text()
+        compiled = tvm_compile(code, args.arch, rewrite=True)
+        if compiled.error:
+            print(f"{path.name}: {compiled.error}", file=sys.stderr)
+            return 1
+        sizes.append(len(code))
+        times.append(compiled.seconds)
+        print(f"{path.stem:<28} {len(code) / 1024:>7.0f} KB {compiled.seconds:>8.3f} s", flush=True)
+    print(f"\nSpearman rank correlation, size vs time: {spearman(sizes, times):.2f}")
+    # A log-log least-squares line; the furthest points are the size model's worst misses.
+    lx, ly = [math.log(s) for s in sizes], [math.log(t) for t in times]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    slope = sum((x - mx) * (y - my) for x, y in zip(lx, ly, strict=True)) / sum(
+        (x - mx) ** 2 for x in lx
+    )
+    misses = sorted(
+        ((ly[i] - (my + slope * (lx[i] - mx)), i) for i in range(len(files))),
+        key=lambda m: -abs(m[0]),
+    )
+    print("worst misses of a size model (actual / predicted):")
+    for residual, i in misses[: args.outliers]:
+        print(
+            f"  {files[i].stem:<28} {sizes[i] / 1024:>6.0f} KB {times[i]:>7.3f} s  "
+            f"{math.exp(residual):.1f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
