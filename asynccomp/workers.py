@@ -6,8 +6,9 @@ import os
 
 __all__ = ("NVRTC_WORKER_MEMORY", "available_memory", "default_nvrtc_workers", "default_workers")
 
-#: Memory set aside per concurrent NVRTC compile. Measured: one worker compiling the
-#: largest kernel of the shared TVM corpus (767 KB of source) peaks near 1 GiB resident.
+#: Memory set aside per concurrent NVRTC compile: generous on purpose (on the H200 run in
+#: benchmarks/RESULTS.md, 16 workers and the benchmark process peaked at 3.4 GiB over the
+#: TVM corpus, whose largest kernel is 750 KB of source).
 NVRTC_WORKER_MEMORY = 2**30
 
 
