@@ -33,6 +33,8 @@ _HEADER_SIZE = 8
 # How long past its timeout a job may take to notice the flow callback before its worker
 # is killed.
 KILL_GRACE = 5.0
+# How long a worker whose pipe closed may take to exit on its own before it is killed.
+CRASH_GRACE = 2.0
 
 
 def _worker_env() -> dict[str, str]:
@@ -73,8 +75,18 @@ class _Worker:
         assert isinstance(out, BackendOutput)
         return out
 
-    async def kill(self) -> None:
+    async def kill(self, wait_first: float = 0.0) -> None:
+        """Stop the process and reap it.
+
+        ``wait_first``: seconds to let a process that is already exiting (its pipe hit end
+        of file) finish on its own. Killing it instead would make ``Popen.send_signal``
+        reap the exited child itself, racing asyncio's child watcher, which then reports
+        exit status 255 instead of the signal that really ended it.
+        """
         with anyio.CancelScope(shield=True):
+            if wait_first > 0:
+                with anyio.move_on_after(wait_first):
+                    await self.process.wait()
             if self.process.returncode is None:
                 try:
                     self.process.kill()
@@ -204,7 +216,7 @@ class NvrtcProcessPool:
             pickle.UnpicklingError,
         ):
             with anyio.CancelScope(shield=True):
-                await worker.kill()
+                await worker.kill(wait_first=CRASH_GRACE)
             why = _describe_exit(worker.process.returncode)
             return BackendOutput(
                 "crashed",
