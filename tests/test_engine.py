@@ -22,6 +22,7 @@ from asynccomp import (
     InvalidJob,
     WorkerCrashed,
 )
+from asynccomp.backends import nvrtc_pool
 from asynccomp.gpu import local_gpu_arch
 
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
@@ -215,4 +216,28 @@ async def test_killed_nvrtc_worker_fails_only_its_job() -> None:
     assert isinstance(crashed.error, WorkerCrashed)
     assert "SIGKILL" in str(crashed.error)
     assert all(r.ok for r in after)
+    assert _children() == []
+
+
+async def test_unresponsive_nvrtc_worker_is_killed_after_its_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A stopped worker can neither see NVRTC's flow callback nor answer: the pool must
+    # give up on it after timeout + grace, kill it and start a replacement.
+    monkeypatch.setattr(nvrtc_pool, "KILL_GRACE", 1.0)
+    async with Engine(arch=ARCH, nvrtc_workers=1, nvrtc_mode="processes", cache=False) as engine:
+        await engine.warm_up()
+        pool = engine._backends["nvrtc"].pool  # type: ignore[attr-defined]
+        [frozen] = pool.worker_pids()
+        os.kill(frozen, signal.SIGSTOP)
+        start = time.monotonic()
+        stuck = await engine.compile(CompileJob(scale_kernel(2.0), name="stuck", timeout=0.5))
+        waited = time.monotonic() - start
+        assert not psutil.pid_exists(frozen)  # killed and reaped
+        after = await engine.compile(CompileJob(scale_kernel(3.0)))
+        assert pool.worker_pids() not in ([], [frozen])
+    assert isinstance(stuck.error, CompileTimeout)
+    assert "worker killed" in str(stuck.error)
+    assert waited >= 1.5  # it was given the timeout and the grace
+    assert after.ok, after.error
     assert _children() == []
