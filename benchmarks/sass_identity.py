@@ -83,10 +83,13 @@ class Compiled:
     error: str | None
 
 
-def tvm_compile(code: str, arch: str, *, rewrite: bool) -> Compiled:
+def tvm_compile(
+    code: str, arch: str, *, rewrite: bool, extra_options: Sequence[str] = ()
+) -> Compiled:
     """Compile ``code`` with NVRTC exactly as TVM 0.27 does (TVM's source rewrite, options
     and program name, from :func:`asynccomp.tvm.make_job`), in this process, timed; with
-    ``rewrite``, after the preamble fast path is applied to TVM's source."""
+    ``rewrite``, after the preamble fast path is applied to TVM's source; with
+    ``extra_options`` appended to TVM's."""
     from asynccomp.backends.base import PreparedCompile
     from asynccomp.backends.nvrtc import compile_prepared
     from asynccomp.preamble import rewrite_tvm_preamble
@@ -105,7 +108,7 @@ def tvm_compile(code: str, arch: str, *, rewrite: bool) -> Compiled:
         arch=arch,
         source=source,
         filename=f"{job.name}.cu",
-        options=tuple(job.options),
+        options=(*job.options, *extra_options),
     )
     started = time.perf_counter()
     out = compile_prepared(prepared)
