@@ -138,22 +138,19 @@ async def test_engine_must_be_running() -> None:
 async def test_timeout_stops_a_slow_compile(backend: str) -> None:
     job = CompileJob(slow_kernel(), name="slow", backend=backend, timeout=1.0)  # type: ignore[arg-type]
     async with Engine(arch=ARCH) as engine:
-        start = time.monotonic()
         result, quick = await engine.compile_many(
             [job, CompileJob(scale_kernel(), backend=backend)]
         )  # type: ignore[arg-type]
-        took = time.monotonic() - start
         stats = engine.statistics()
     assert isinstance(result.error, CompileTimeout)
     assert result.error.timeout == 1.0
     assert "timed out after 1 s" in str(result.error)
     assert quick.ok
     assert stats.timed_out == 1
-    # Stopped, not left to finish: NVRTC cancelled through its flow callback, nvcc killed.
+    # Stopped, not left to finish: NVRTC cancelled through its flow callback (a worker
+    # that had to be killed after the grace would say so instead), nvcc killed. The
+    # messages prove the stop without a wall-clock bound that a loaded machine could miss.
     assert "NVRTC compile cancelled" in str(result.error) or "nvcc was killed" in str(result.error)
-    # The full compile takes about 15 s here; a stopped one returns soon after 1 s (the
-    # margin is for a loaded machine starting its NVRTC workers).
-    assert took < 12, took
 
 
 def _children() -> list[psutil.Process]:
