@@ -409,7 +409,7 @@ class Engine:
             self._slots[planned.prepared.backend].withdraw(planned.ticket)
 
     def _dumps(self, job: CompileJob) -> bool:
-        return job.dump or self.dump_dir is not None
+        return job.dump is not False or self.dump_dir is not None
 
     def _resolve_arch(self, job: CompileJob) -> str | None:
         return job.arch or self.arch or local_gpu_arch()
@@ -558,7 +558,9 @@ class Engine:
     # -- dumps ---------------------------------------------------------------------------
 
     def _dump_root(self, job: CompileJob) -> DumpRoot:
-        path = self.dump_dir if self.dump_dir is not None else default_dump_root()
+        # Made in a worker thread (it creates and probes the folder); a job's own root
+        # wins over the engine's.
+        path = job.dump_root or self.dump_dir or default_dump_root()
         root = self._dump_roots.get(path)
         if root is None:
             root = self._dump_roots[path] = DumpRoot(path)

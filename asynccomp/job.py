@@ -8,9 +8,11 @@ any compiler starts.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, get_args
 
 from .errors import InvalidJob
@@ -55,7 +57,12 @@ class CompileJob:
             architecture, then the local GPU's.
         options: extra compiler flags, appended after the ones asynccomp adds.
         timeout: seconds the compile may run before it is stopped (queueing not counted).
-        dump: write this job's dump folder even if the engine does not dump every job.
+        dump: write this job's dump folder even if the engine does not dump every job:
+            ``True`` puts it under the engine's dump root (or the default root), a path
+            under that folder instead (created when the job runs; a folder that cannot
+            be written is a warning on the result, not a failed compile).
+        tvm_fast_path: for NVRTC, whether to apply the TVM preamble fast path to this
+            job; ``None`` (the default) follows ``Engine(tvm_fast_path=...)``.
         exact_options: pass ``options`` to the compiler as the complete option list; the
             engine then adds no architecture, include or report flags of its own (the TVM
             facade uses this to reproduce TVM's command lines exactly).
@@ -72,7 +79,8 @@ class CompileJob:
     arch: str | None = None
     options: Sequence[str] = ()
     timeout: float | None = None
-    dump: bool = False
+    dump: bool | str | os.PathLike[str] = False
+    tvm_fast_path: bool | None = None
     exact_options: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -115,7 +123,20 @@ class CompileJob:
             if not (self.timeout > 0 and math.isfinite(self.timeout)):
                 raise InvalidJob("timeout", self.timeout, "must be positive and finite")
         if not isinstance(self.dump, bool):
-            raise InvalidJob("dump", self.dump, "must be True or False")
+            if not isinstance(self.dump, (str, os.PathLike)) or not os.fspath(self.dump):
+                raise InvalidJob("dump", self.dump, "must be True, False or a folder path")
+            root = os.fspath(self.dump)
+            if not isinstance(root, str) or "\x00" in root:
+                raise InvalidJob("dump", self.dump, "must be a str path without NUL bytes")
+            # Absolute now: the engine may write it from a thread long after a chdir.
+            object.__setattr__(self, "dump", Path(root).absolute())
+        if self.tvm_fast_path is not None and not isinstance(self.tvm_fast_path, bool):
+            raise InvalidJob("tvm_fast_path", self.tvm_fast_path, "must be True, False or None")
+
+    @property
+    def dump_root(self) -> Path | None:
+        """The dump root this job names itself (``dump`` given as a path), else ``None``."""
+        return self.dump if isinstance(self.dump, Path) else None
 
     @property
     def output_format(self) -> OutputFormat:

@@ -77,6 +77,32 @@ async def test_job_dump_flag_uses_default_root(
     assert plain.dump_dir is None
 
 
+async def test_a_job_can_name_its_own_dump_root(tmp_path: Path) -> None:
+    async with Engine(arch=ARCH, dump_dir=tmp_path / "engine") as engine:
+        own, shared = await engine.compile_many(
+            [
+                CompileJob(scale_kernel(), name="own", dump=tmp_path / "own"),
+                CompileJob(scale_kernel(2.0), name="shared"),
+            ]
+        )
+    assert own.ok and own.dump_dir is not None and own.dump_dir.parent == tmp_path / "own"
+    assert (own.dump_dir / "own.cubin").read_bytes() == own.binary
+    assert shared.dump_dir is not None and shared.dump_dir.parent == tmp_path / "engine"
+    # Each root keeps its own manifest.
+    for root, name in ((tmp_path / "own", "own"), (tmp_path / "engine", "shared")):
+        [line] = (root / "manifest.jsonl").read_text().splitlines()
+        assert json.loads(line)["name"] == name
+
+
+async def test_unusable_job_dump_root_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    async with Engine(arch=ARCH) as engine:
+        result = await engine.compile(CompileJob(scale_kernel(), dump=blocker / "dumps"))
+    assert result.ok and result.binary and result.dump_dir is None
+    assert any("dump not written" in w and "not usable" in w for w in result.warnings)
+
+
 async def test_unusable_dump_root_fails_at_start(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

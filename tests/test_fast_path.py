@@ -35,6 +35,22 @@ async def test_fast_path_is_used_and_switchable(tmp_path: Path) -> None:
     assert not fast.warnings
 
 
+async def test_a_job_overrides_the_engines_fast_path(tmp_path: Path) -> None:
+    async with Engine(arch=ARCH, dump_dir=tmp_path, cache=False, tvm_fast_path=False) as engine:
+        fast, plain = await engine.compile_many(
+            [
+                CompileJob(TVM_KERNEL, name="fast", tvm_fast_path=True),
+                CompileJob(TVM_KERNEL, name="plain"),
+            ]
+        )
+    assert fast.ok and plain.ok and fast.dump_dir and plain.dump_dir
+    assert (fast.dump_dir / "fast.cu").read_text() == rewrite_tvm_preamble(TVM_KERNEL)
+    assert (plain.dump_dir / "plain.cu").read_text() == TVM_KERNEL
+    async with Engine(arch=ARCH, dump_dir=tmp_path / "2", cache=False) as engine:
+        off = await engine.compile(CompileJob(TVM_KERNEL, name="off", tvm_fast_path=False))
+    assert off.dump_dir is not None and (off.dump_dir / "off.cu").read_text() == TVM_KERNEL
+
+
 async def test_sources_without_the_preamble_are_untouched(tmp_path: Path) -> None:
     async with Engine(arch=ARCH, dump_dir=tmp_path, cache=False) as engine:
         result = await engine.compile(CompileJob(scale_kernel(), name="plain"))

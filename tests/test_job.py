@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,7 +47,11 @@ def test_defaults_and_hashable() -> None:
         ({"timeout": float("inf")}, "timeout", "finite"),
         ({"timeout": "10"}, "timeout", "number"),
         ({"timeout": True}, "timeout", "number"),
-        ({"dump": "yes"}, "dump", "True or False"),
+        ({"dump": 1}, "dump", "True, False or a folder path"),
+        ({"dump": ""}, "dump", "True, False or a folder path"),
+        ({"dump": b"/tmp/dumps"}, "dump", "True, False or a folder path"),
+        ({"dump": "/tmp/a\x00b"}, "dump", "without NUL"),
+        ({"tvm_fast_path": "off"}, "tvm_fast_path", "True, False or None"),
     ],
 )
 def test_invalid_values_are_named(kwargs: dict[str, Any], field: str, needle: str) -> None:
@@ -69,3 +74,11 @@ def test_valid_arches(arch: str) -> None:
 def test_invalid_engine_settings(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidJob):
         Engine(**kwargs)
+
+
+def test_dump_root_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    job = CompileJob(SRC, dump="dumps")
+    assert job.dump == job.dump_root == tmp_path / "dumps"
+    assert CompileJob(SRC, dump=True).dump_root is None
+    assert job == CompileJob(SRC, dump=tmp_path / "dumps")

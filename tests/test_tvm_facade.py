@@ -377,6 +377,32 @@ def test_kernel_dump_gives_each_compile_its_own_folder(
     assert len((root / "manifest.jsonl").read_text().splitlines()) == 2
 
 
+def test_changing_dump_and_fast_path_keeps_one_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tvm_kernel = (DATA / "vector_add.cu").read_text()
+    plain = tvm_callback_cuda_compile(tvm_kernel)
+    engine = asynccomp.tvm.engine()
+    monkeypatch.setenv("TVM_KERNEL_DUMP", str(tmp_path / "on"))
+    fast = tvm_callback_cuda_compile(tvm_kernel)
+    monkeypatch.setenv("ASYNCCOMP_TVM_FAST_PATH", "0")
+    monkeypatch.setenv("TVM_KERNEL_DUMP", str(tmp_path / "off"))
+    exact = tvm_callback_cuda_compile(tvm_kernel)
+    monkeypatch.delenv("TVM_KERNEL_DUMP")
+    again = tvm_callback_cuda_compile(tvm_kernel)
+    assert asynccomp.tvm.engine() is engine  # the settings travel with the jobs
+    # Four different compiles (fast path on/off x -lineinfo for the dump or not).
+    assert (engine.statistics().submitted, engine.statistics().compiled) == (4, 4)
+    assert all(b[:4] == ELF for b in (plain, fast, exact, again))
+    assert len({bytes(b) for b in (plain, fast, exact, again)}) == 4
+    [on] = _dump_folders(tmp_path / "on")
+    [off] = _dump_folders(tmp_path / "off")
+    header = "#include <cuda/std/type_traits>"
+    assert header not in (on / "tvm_kernels.cu").read_text()  # the fast path's shim
+    assert header in (off / "tvm_kernels.cu").read_text()  # TVM's source as is
+    assert (off / "tvm_kernels.cubin").read_bytes() == exact
+
+
 # --------------------------------------------------------------------------- NVSHMEM
 
 NVSHMEM_KERNEL = (

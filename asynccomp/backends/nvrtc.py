@@ -190,7 +190,8 @@ class NvrtcBackend(CompilerBackend):
             options += job.options
         if dump:
             add_lineinfo(options)
-        fast = rewrite_tvm_preamble(job.source) if self.tvm_fast_path else None
+        fast_path = self.tvm_fast_path if job.tvm_fast_path is None else job.tvm_fast_path
+        fast = rewrite_tvm_preamble(job.source) if fast_path else None
         return PreparedCompile(
             backend=self.name,
             output=output,

@@ -18,7 +18,7 @@ from ..result import CompileResult
 from ..sync import SyncEngine
 from . import _nvshmem, _runtime
 from ._render import dump_root_from_environment, ptx_with_terminator, render_job
-from ._runtime import FAST_PATH_ENV, EngineSettings, fast_path_from_environment
+from ._runtime import FAST_PATH_ENV, fast_path_from_environment
 
 __all__ = (
     "CALLBACK_NAME",
@@ -44,21 +44,20 @@ _TVM_OPTION_VARIABLES = (
 )
 
 
-def _settings() -> EngineSettings:
-    return EngineSettings(
-        fast_path=fast_path_from_environment(),
-        dump_dir=dump_root_from_environment(),
-    )
+def _job_settings() -> tuple[Path | bool, bool]:
+    """What the environment says about the next jobs: their dump root (``False``: no
+    dump) and whether they take the preamble fast path."""
+    return dump_root_from_environment() or False, fast_path_from_environment()
 
 
 def engine() -> SyncEngine:
-    """The process-wide engine the facade compiles on now (started if needed), e.g. to
-    read its counters: ``asynccomp.tvm.engine().statistics().cache_hits``."""
-    return _runtime.engine_for(_settings())
+    """The process-wide engine the facade compiles on (started if needed), e.g. to read
+    its counters: ``asynccomp.tvm.engine().statistics().cache_hits``."""
+    return _runtime.engine()
 
 
 def shutdown() -> None:
-    """Close the facade's engines now (also done at interpreter exit), stopping
+    """Close the facade's engine now (also done at interpreter exit), stopping
     prefetched compiles nobody waits for; the next compile starts a fresh engine."""
     _runtime.shutdown()
 
@@ -109,17 +108,11 @@ def _compile(
     compiler: str,
     target: object = None,
 ) -> bytearray:
-    settings = _settings()
+    dump, fast_path = _job_settings()
     rendered = render_job(
-        code,
-        target_format,
-        arch,
-        options,
-        compiler,
-        dump=settings.dump_dir is not None,
-        target=target,
+        code, target_format, arch, options, compiler, dump=dump, fast_path=fast_path, target=target
     )
-    result = _runtime.compile_job(settings, rendered.job)
+    result = _runtime.compile_job(rendered.job)
     binary = _binary_or_raise(result, code)
     if rendered.nvshmem is not None:
         if compiler == "nvcc":
@@ -239,9 +232,9 @@ def prefetch(
     if compiler is None:
         compiler, callback_format = _callback_mode()
         target_format = target_format or callback_format
-    settings = _settings()
-    dump = settings.dump_dir is not None
+    dump, fast_path = _job_settings()
     jobs = [
-        render_job(code, target_format, arch, options, compiler, dump=dump).job for code in sources
+        render_job(code, target_format, arch, options, compiler, dump=dump, fast_path=fast_path).job
+        for code in sources
     ]
-    _runtime.engine_for(settings).prefetch(jobs)
+    _runtime.engine().prefetch(jobs)

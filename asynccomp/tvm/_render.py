@@ -352,7 +352,8 @@ def render_job(
     compiler: str = "nvrtc",
     *,
     name: str = "tvm_kernels",
-    dump: bool = False,
+    dump: bool | str | os.PathLike[str] = False,
+    fast_path: bool | None = None,
     target: object = None,
 ) -> RenderedJob:
     """:func:`make_job`, plus the callback's ``target`` and what NVSHMEM linking needs."""
@@ -382,7 +383,7 @@ def render_job(
             output,
             resolved.nvcc_arch_flags(),
             user,
-            dump=dump,
+            dump=dump is not False,
             nvshmem_include=paths.include if paths else None,
         )
     job = CompileJob(
@@ -393,6 +394,7 @@ def render_job(
         arch=resolved.arch,
         options=final,
         dump=dump,
+        tvm_fast_path=fast_path,
         exact_options=True,
     )
     return RenderedJob(job, resolved, paths)
@@ -406,7 +408,8 @@ def make_job(
     compiler: str = "nvrtc",
     *,
     name: str = "tvm_kernels",
-    dump: bool = False,
+    dump: bool | str | os.PathLike[str] = False,
+    fast_path: bool | None = None,
 ) -> CompileJob:
     """The :class:`~asynccomp.CompileJob` that compiles ``code`` exactly as TVM 0.27's
     ``tvm.support.nvcc.compile_cuda(code, target_format, arch, options, compiler=...)``
@@ -416,17 +419,21 @@ def make_job(
     The architecture is resolved now (see :func:`resolve_arch`); the environment
     variables TVM reads (``TVM_CUDA_PTXAS_REG_LEVEL``, ``TVM_CUDA_PTXAS_EXTRA_OPTS``,
     ``TVM_CUDA_NVRTC_EXTRA_OPTS``, ``TVM_CUDA_NVCC_NO_FAST_MATH``, ``TVM_KERNEL_DEBUG``)
-    are read now too. ``dump=True`` marks the job for a dump folder and, for nvcc, puts
-    ``-lineinfo`` where TVM puts it (the engine adds ``-lineinfo`` to NVRTC jobs it
-    dumps). For an NVSHMEM source this is the first (relocatable) stage; linking
-    against ``libnvshmem_device.a`` is left to :func:`asynccomp.tvm.compile_cuda`.
+    are read now too. ``dump=True`` (or a dump root folder) marks the job for a dump
+    folder and, for nvcc, puts ``-lineinfo`` where TVM puts it (the engine adds
+    ``-lineinfo`` to NVRTC jobs it dumps). ``fast_path`` turns the TVM preamble fast path
+    on or off for this job (``None``: the engine's setting). For an NVSHMEM source this
+    is the first (relocatable) stage; linking against ``libnvshmem_device.a`` is left to
+    :func:`asynccomp.tvm.compile_cuda`.
 
     >>> from asynccomp.tvm import make_job
     >>> job = make_job('extern "C" __global__ void k() {}', arch="sm_90a")
     >>> job.options[:3], job.name, job.output
     (('--gpu-architecture=sm_90a', '-default-device', '--device-int128'), 'tvm_kernels', 'cubin')
     """
-    return render_job(code, target_format, arch, options, compiler, name=name, dump=dump).job
+    return render_job(
+        code, target_format, arch, options, compiler, name=name, dump=dump, fast_path=fast_path
+    ).job
 
 
 def ptx_with_terminator(binary: bytes) -> bytes:

@@ -1,4 +1,4 @@
-"""The process-wide engines behind :mod:`asynccomp.tvm`.
+"""The process-wide engine behind :mod:`asynccomp.tvm`.
 
 TVM calls its compile callback synchronously, from whatever thread builds, often many
 at once. Each call here is one blocking-portal call into a :class:`~asynccomp.SyncEngine`
@@ -6,16 +6,17 @@ at once. Each call here is one blocking-portal call into a :class:`~asynccomp.Sy
 nvcc slots, the in-flight dedupe and the cache.
 
 - Started lazily, on the first compile, under a lock (many threads may race to it).
-- One engine per setting that changes how an engine is built: the TVM preamble fast path
-  (``$ASYNCCOMP_TVM_FAST_PATH``) and the dump folder (``$TVM_KERNEL_DUMP``). Usually
-  that is one engine; the settings are read at every call, so changing them mid-process
-  takes effect at the next compile. The cache folder is read when an engine starts.
+- One engine whatever the settings: the TVM preamble fast path
+  (``$ASYNCCOMP_TVM_FAST_PATH``) and the dump folder (``$TVM_KERNEL_DUMP``) are read at
+  every call and travel with each job (``CompileJob.tvm_fast_path``, ``.dump``), so
+  changing them mid-process takes effect at the next compile without starting a second
+  set of NVRTC workers. The cache folder is read when the engine starts.
 - Closed at interpreter exit (``atexit``): the portal thread is a daemon and is still
   alive when ``atexit`` handlers run, so the engine shuts down cleanly and its NVRTC
   worker processes are stopped.
-- After ``os.fork()`` the child forgets the parent's engines without touching them (their
+- After ``os.fork()`` the child forgets the parent's engine without touching it (its
   event-loop thread does not exist in the child) and starts its own on first use. The
-  forgotten objects are kept referenced so that no finalizer of theirs ever runs there.
+  forgotten object is kept referenced so that no finalizer of its ever runs there.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import EngineClosed
 from ..job import CompileJob
@@ -33,9 +32,8 @@ from ..sync import SyncEngine
 
 __all__ = (
     "FAST_PATH_ENV",
-    "EngineSettings",
     "compile_job",
-    "engine_for",
+    "engine",
     "fast_path_from_environment",
     "shutdown",
 )
@@ -58,69 +56,60 @@ def fast_path_from_environment() -> bool:
     raise ValueError(f"{FAST_PATH_ENV}={value!r}: expected 1 (on, the default) or 0 (off)")
 
 
-@dataclass(frozen=True)
-class EngineSettings:
-    """What distinguishes one facade engine from another."""
-
-    fast_path: bool = True
-    dump_dir: Path | None = None
-
-
-class _Engines:
+class _Runtime:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.by_settings: dict[EngineSettings, SyncEngine] = {}
+        self.engine: SyncEngine | None = None
 
 
-_engines = _Engines()
+_runtime = _Runtime()
 # What a forked child inherited from its parent: never used, never finalized.
-_inherited: list[_Engines] = []
+_inherited: list[_Runtime] = []
 
 
-def engine_for(settings: EngineSettings) -> SyncEngine:
-    """The running engine for ``settings``, started now if there is none."""
-    engines = _engines
-    engine = engines.by_settings.get(settings)
-    if engine is not None:
-        return engine
-    with engines.lock:
-        engine = engines.by_settings.get(settings)
-        if engine is None:
-            engine = SyncEngine(tvm_fast_path=settings.fast_path, dump_dir=settings.dump_dir)
-            engine.start()
-            engines.by_settings[settings] = engine
-    return engine
+def engine() -> SyncEngine:
+    """The running facade engine, started now if there is none."""
+    runtime = _runtime
+    running = runtime.engine
+    if running is not None:
+        return running
+    with runtime.lock:
+        if runtime.engine is None:
+            # Jobs carry the fast path and dump root; the engine's own defaults stay.
+            started = SyncEngine()
+            started.start()
+            runtime.engine = started
+        return runtime.engine
 
 
-def compile_job(settings: EngineSettings, job: CompileJob) -> CompileResult:
-    """Compile on the engine for ``settings``, blocking the calling thread."""
+def compile_job(job: CompileJob) -> CompileResult:
+    """Compile on the facade engine, blocking the calling thread."""
     try:
-        return engine_for(settings).compile(job)
+        return engine().compile(job)
     except EngineClosed:
         # shutdown() from another thread closed it between lookup and call: start anew.
-        return engine_for(settings).compile(job)
+        return engine().compile(job)
 
 
 def shutdown() -> None:
-    """Close this process's facade engines: prefetched compiles still queued or running
+    """Close this process's facade engine: prefetched compiles still queued or running
     are stopped (an autotuner that exits early does not wait for a batch it pushed
     ahead); compiles a caller waits for are finished first.
 
     Safe to call at any time: the next compile starts a fresh engine, which also picks
     up a changed ``$ASYNCCOMP_CACHE_DIR``.
     """
-    engines = _engines
-    with engines.lock:
-        closing = list(engines.by_settings.values())
-        engines.by_settings.clear()
-    for engine in closing:
-        engine.close(cancel_prefetched=True)
+    runtime = _runtime
+    with runtime.lock:
+        closing, runtime.engine = runtime.engine, None
+    if closing is not None:
+        closing.close(cancel_prefetched=True)
 
 
 def _forget_after_fork() -> None:
-    global _engines
-    _inherited.append(_engines)
-    _engines = _Engines()  # a fresh lock too: the parent's may have been held at fork
+    global _runtime
+    _inherited.append(_runtime)
+    _runtime = _Runtime()  # a fresh lock too: the parent's may have been held at fork
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
