@@ -52,6 +52,7 @@ from .errors import (
     ArchitectureNotFound,
     CompileError,
     CompileTimeout,
+    EmptyOutput,
     EngineClosed,
     InvalidJob,
     ToolkitNotFound,
@@ -646,6 +647,8 @@ def _result(
         error = WorkerCrashed(f"{what}: {out.message}\n{out.log}".rstrip(), log=out.log, job=job)
     elif out.status == "failed":
         error = CompileError(f"{what}: {out.message}\n{out.log}".rstrip(), log=out.log, job=job)
+    elif out.status == "empty":
+        error = EmptyOutput(f"{what}: {out.message}\n{out.log}".rstrip(), log=out.log, job=job)
     resources = parse_resource_report(out.log) if out.log else {}
     return CompileResult(
         job=job,

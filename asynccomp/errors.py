@@ -10,6 +10,7 @@ One tree, so ``except AsyncCompError`` catches everything this library means to 
         ├── CompileTimeout               the job ran past its ``timeout`` and was stopped
         ├── ToolkitNotFound              the compiler it needs is not installed
         ├── ArchitectureNotFound         no architecture given and no GPU to ask
+        ├── EmptyOutput                  the compiler succeeded but wrote no binary
         └── WorkerCrashed                the worker process running it died
 
 Compile failures do not raise out of ``Engine.compile``: they come back as
@@ -31,6 +32,7 @@ __all__ = (
     "CompileError",
     "CompileTimeout",
     "DumpDirError",
+    "EmptyOutput",
     "EngineClosed",
     "InvalidJob",
     "ToolkitNotFound",
@@ -99,6 +101,11 @@ class ToolkitNotFound(CompileError):
 
 class ArchitectureNotFound(CompileError):
     """No architecture was given and no GPU could be asked for one."""
+
+
+class EmptyOutput(CompileError):
+    """The compiler exited successfully but left no binary (or an empty one), e.g. with
+    nvcc's ``--dryrun`` among the options. TVM reports this as "empty result"."""
 
 
 class WorkerCrashed(CompileError):

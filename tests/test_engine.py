@@ -17,6 +17,7 @@ from asynccomp import (
     CompileError,
     CompileJob,
     CompileTimeout,
+    EmptyOutput,
     Engine,
     EngineClosed,
     InvalidJob,
@@ -183,6 +184,17 @@ async def test_cancelled_batch_leaves_no_process_or_temp_dir(
         assert engine.statistics().running == 0
     assert [(p.pid, p.cmdline()) for p in _children()] == []
     assert list(tmp_path.iterdir()) == []  # noqa: ASYNC240
+
+
+@needs_nvcc
+async def test_nvcc_that_writes_nothing_is_empty_output() -> None:
+    # --dryrun: nvcc prints the steps it would run, exits 0, and writes no output file.
+    job = CompileJob(scale_kernel(), backend="nvcc", options=("--dryrun",))
+    async with Engine(arch=ARCH) as engine:
+        result = await engine.compile(job)
+    assert isinstance(result.error, EmptyOutput)
+    assert "wrote nothing" in str(result.error) and "#$ " in result.log
+    assert result.binary is None
 
 
 async def test_nvrtc_cancellation_returns_promptly() -> None:

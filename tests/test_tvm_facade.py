@@ -244,6 +244,9 @@ def test_compile_cuda_nvcc(tmp_path: Path) -> None:
     message = str(caught.value)
     assert message.startswith(broken_kernel() + "\nCompilation error:\n")
     assert "undefined_identifier_42" in message
+    # nvcc exits 0 with --dryrun and writes nothing: TVM's "empty result" error.
+    with pytest.raises(RuntimeError, match=r"^Compilation error: empty result is generated"):
+        compile_cuda(scale_kernel(), "fatbin", options=["--dryrun"], compiler="nvcc")
 
 
 def test_callback_through_tvm_ffi(monkeypatch: pytest.MonkeyPatch) -> None:

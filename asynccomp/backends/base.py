@@ -28,7 +28,7 @@ __all__ = (
     "safe_stem",
 )
 
-Status = Literal["ok", "failed", "timeout", "crashed"]
+Status = Literal["ok", "failed", "empty", "timeout", "crashed"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 

@@ -138,7 +138,7 @@ class NvccBackend(CompilerBackend):
             )
         binary = await anyio.to_thread.run_sync(_read_output, workdir / prepared.binary_name)
         if not binary:
-            return BackendOutput("failed", None, log, "nvcc produced an empty result")
+            return BackendOutput("empty", None, log, "nvcc exited with status 0 but wrote nothing")
         return BackendOutput("ok", binary, log)
 
 

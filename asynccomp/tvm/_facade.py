@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..errors import ToolkitNotFound
+from ..errors import EmptyOutput, ToolkitNotFound
 from ..result import CompileResult
 from ..sync import SyncEngine
 from . import _nvshmem, _runtime
@@ -150,7 +150,10 @@ def _binary_or_raise(result: CompileResult, code: str) -> bytes:
             if result.log.strip()
             else f"NVRTC compilation failed: {error}"
         )
-    elif "produced an empty result" in str(error):
+    elif isinstance(error, EmptyOutput):
+        # TVM says this for a zero-byte output; for no output file at all (nvcc --dryrun)
+        # it lets open() raise FileNotFoundError on its temporary path. One clear
+        # RuntimeError for both is what a caller of TVM's contract expects.
         message = "Compilation error: empty result is generated"
     else:
         message = code + "\nCompilation error:\n" + result.log
