@@ -623,6 +623,15 @@ def _failure(job: CompileJob, arch: str | None, error: CompileError) -> CompileR
     )
 
 
+# The error each failed backend status becomes (timeouts are built apart: they carry
+# the job's timeout).
+_FAILURE_TYPES: dict[str, type[CompileError]] = {
+    "failed": CompileError,
+    "empty": EmptyOutput,
+    "crashed": WorkerCrashed,
+}
+
+
 def _result(
     job: CompileJob,
     prepared: PreparedCompile,
@@ -643,12 +652,9 @@ def _result(
             log=out.log,
             job=job,
         )
-    elif out.status == "crashed":
-        error = WorkerCrashed(f"{what}: {out.message}\n{out.log}".rstrip(), log=out.log, job=job)
-    elif out.status == "failed":
-        error = CompileError(f"{what}: {out.message}\n{out.log}".rstrip(), log=out.log, job=job)
-    elif out.status == "empty":
-        error = EmptyOutput(f"{what}: {out.message}\n{out.log}".rstrip(), log=out.log, job=job)
+    elif out.status != "ok":
+        kind = _FAILURE_TYPES[out.status]
+        error = kind(f"{what}: {out.message}\n{out.log}".rstrip(), log=out.log, job=job)
     resources = parse_resource_report(out.log) if out.log else {}
     return CompileResult(
         job=job,
