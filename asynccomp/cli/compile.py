@@ -236,16 +236,15 @@ async def _compile(
 ) -> int:
     started = time.monotonic()
     results: list[CompileResult] = []
-    written: dict[int, str] = {}
     async with engine, anyio.create_task_group() as tg:
         tg.start_soon(_tick, display)
         async for result in engine.as_completed(jobs):
             results.append(result)
             display.job_done(result)
-            if args.out is not None and result.binary is not None:
-                name = f"{result.job.name}.{result.output}"
+            name = _output_name(result, args.out)
+            if name is not None:
+                assert args.out is not None and result.binary is not None
                 (args.out / name).write_bytes(result.binary)
-                written[id(result)] = name
         tg.cancel_scope.cancel()
         versions = engine.toolkit.compiler_versions
     wall = time.monotonic() - started
@@ -254,7 +253,7 @@ async def _compile(
         records = [
             {
                 **result_record(
-                    r, folder=r.dump_dir, binary_name=written.get(id(r)), versions=versions
+                    r, folder=r.dump_dir, binary_name=_output_name(r, args.out), versions=versions
                 ),
                 "path": str(paths.get(r.job, "")),
             }
@@ -266,6 +265,13 @@ async def _compile(
     for r in failed:
         print(f"\n--- {r.job.name}: {r.error}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _output_name(result: CompileResult, out: Path | None) -> str | None:
+    """The file ``--out`` gets for this result (named after its job), if any."""
+    if out is None or result.binary is None:
+        return None
+    return f"{result.job.name}.{result.output}"
 
 
 async def _tick(display: Display) -> None:
