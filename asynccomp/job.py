@@ -123,9 +123,9 @@ class CompileJob:
             if not (self.timeout > 0 and math.isfinite(self.timeout)):
                 raise InvalidJob("timeout", self.timeout, "must be positive and finite")
         if not isinstance(self.dump, bool):
-            if not isinstance(self.dump, (str, os.PathLike)) or not os.fspath(self.dump):
+            root = os.fspath(self.dump) if isinstance(self.dump, (str, os.PathLike)) else None
+            if not root:
                 raise InvalidJob("dump", self.dump, "must be True, False or a folder path")
-            root = os.fspath(self.dump)
             if not isinstance(root, str) or "\x00" in root:
                 raise InvalidJob("dump", self.dump, "must be a str path without NUL bytes")
             # Absolute now: the engine may write it from a thread long after a chdir.
