@@ -23,7 +23,7 @@ for folder in (REPO, REPO / "benchmarks"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-from sass_identity import WARMUP_KERNEL, tvm_compile  # noqa: E402
+from sass_identity import timed_tvm_compiles  # noqa: E402
 
 
 def ranks(values: Sequence[float]) -> list[int]:
@@ -50,17 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(files) < 3:
         print(f"need at least 3 *.cu files in {args.corpus}", file=sys.stderr)
         return 2
-    assert tvm_compile(WARMUP_KERNEL, args.arch, rewrite=True).error is None
     sizes, times = [], []
-    for path in files:
-        code = path.read_text()
-        compiled = tvm_compile(code, args.arch, rewrite=True)
-        if compiled.error:
-            print(f"{path.name}: {compiled.error}", file=sys.stderr)
-            return 1
+    for path, code, seconds in timed_tvm_compiles(files, args.arch):
         sizes.append(len(code))
-        times.append(compiled.seconds)
-        print(f"{path.stem:<28} {len(code) / 1024:>7.0f} KB {compiled.seconds:>8.3f} s", flush=True)
+        times.append(seconds)
+        print(f"{path.stem:<28} {len(code) / 1024:>7.0f} KB {seconds:>8.3f} s", flush=True)
     print(f"\nSpearman rank correlation, size vs time: {spearman(sizes, times):.2f}")
     # A log-log least-squares line; the furthest points are the size model's worst misses.
     lx, ly = [math.log(s) for s in sizes], [math.log(t) for t in times]

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +115,21 @@ def tvm_compile(
     seconds = time.perf_counter() - started
     error = None if out.status == "ok" else f"{out.status}: {out.message}"
     return Compiled(seconds, out.binary, out.log, error)
+
+
+def timed_tvm_compiles(files: Sequence[Path], arch: str) -> Iterator[tuple[Path, str, float]]:
+    """``(path, source, seconds)`` per kernel, compiled one at a time in this process as
+    TVM compiles it with the preamble fast path, after one warm-up compile. A kernel that
+    does not compile ends the program with its error (SystemExit, status 1)."""
+    warmup = tvm_compile(WARMUP_KERNEL, arch, rewrite=True)
+    if warmup.error:
+        raise SystemExit(f"the warm-up kernel did not compile: {warmup.error}")
+    for path in files:
+        source = path.read_text()
+        compiled = tvm_compile(source, arch, rewrite=True)
+        if compiled.error:
+            raise SystemExit(f"{path.name}: {compiled.error}")
+        yield path, source, compiled.seconds
 
 
 def sass_of(cubin: bytes, cuobjdump: str) -> str:

@@ -31,7 +31,7 @@ for folder in (REPO, REPO / "benchmarks"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-from sass_identity import WARMUP_KERNEL, find_cuobjdump, sass_of, tvm_compile  # noqa: E402
+from sass_identity import find_cuobjdump, sass_of, timed_tvm_compiles, tvm_compile  # noqa: E402
 
 
 def _splits(text: str) -> list[int]:
@@ -58,16 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     cuobjdump = find_cuobjdump()
     print(f"{len(files)} kernels from {args.corpus}; {os.cpu_count()} CPUs; arch {args.arch}")
-    assert tvm_compile(WARMUP_KERNEL, args.arch, rewrite=True).error is None
-
-    timed = []
-    for path in files:
-        compiled = tvm_compile(path.read_text(), args.arch, rewrite=True)
-        if compiled.error:
-            print(f"{path.name}: {compiled.error}", file=sys.stderr)
-            return 1
-        timed.append((compiled.seconds, path))
-    timed.sort(reverse=True)
+    timed = sorted(
+        ((seconds, path) for path, _, seconds in timed_tvm_compiles(files, args.arch)),
+        reverse=True,
+    )
     print(f"one pass, unsplit: {sum(t for t, _ in timed):.1f} s in all")
 
     variants = [None, *args.split]
