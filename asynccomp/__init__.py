@@ -1,7 +1,7 @@
 """asynccomp: compile CUDA kernels in bulk, fast.
 
 An async engine queues many kernel sources and compiles them concurrently through NVRTC
-(worker threads) and nvcc (subprocesses), returning binaries, logs, ptxas resource
+(worker processes) and nvcc (subprocesses), returning binaries, logs, ptxas resource
 reports and timings. :class:`SyncEngine` offers the same as blocking calls, and
 :mod:`asynccomp.tvm` plugs the engine into TVM as ``tvm_callback_cuda_compile``.
 
@@ -17,16 +17,20 @@ True
 
 from __future__ import annotations
 
-from .engine import Engine, EngineStatistics
+from .engine import Engine, EngineState, EngineStatistics
 from .errors import (
     ArchitectureNotFound,
     AsyncCompError,
+    AsyncCompWarning,
+    CacheUnavailable,
     CompileError,
     CompileTimeout,
     DumpDirError,
     EmptyOutput,
     EngineClosed,
+    InternalError,
     InvalidJob,
+    ResourceLimitWarning,
     ToolkitNotFound,
     WorkerCrashed,
 )
@@ -41,6 +45,8 @@ __version__ = "0.1.0"
 __all__ = (
     "ArchitectureNotFound",
     "AsyncCompError",
+    "AsyncCompWarning",
+    "CacheUnavailable",
     "CompileError",
     "CompileJob",
     "CompileResult",
@@ -49,9 +55,12 @@ __all__ = (
     "EmptyOutput",
     "Engine",
     "EngineClosed",
+    "EngineState",
     "EngineStatistics",
+    "InternalError",
     "InvalidJob",
     "KernelResources",
+    "ResourceLimitWarning",
     "SyncEngine",
     "Toolkit",
     "ToolkitNotFound",

@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .backends.base import PreparedCompile, safe_stem
+from .backends import PreparedCompile
+from .backends._base import safe_stem
 from .errors import CompileTimeout, DumpDirError
 from .job import CompileJob
 from .result import CompileResult
@@ -51,8 +52,8 @@ def job_key(prepared: PreparedCompile) -> str:
     """A short digest of what was compiled (source and options), for folder names."""
     digest = hashlib.sha256()
     for part in (prepared.backend, prepared.arch, prepared.output, *prepared.options):
-        digest.update(part.encode() + b"\x00")
-    digest.update(prepared.source.encode())
+        digest.update(_bytes(part) + b"\x00")
+    digest.update(_bytes(prepared.source))
     return digest.hexdigest()[:12]
 
 
@@ -87,17 +88,19 @@ class DumpRoot:
 
     def write_inputs(self, folder: Path, prepared: PreparedCompile) -> None:
         """Source and command: written before compiling, so a hang still leaves a repro."""
-        (folder / prepared.filename).write_text(prepared.source)
+        (folder / prepared.filename).write_bytes(_bytes(prepared.source))
         if prepared.backend == "nvcc":
             command = shlex.join(prepared.options) + "\n"
-            (folder / "rerun.sh").write_text(
-                "#!/bin/sh\n# Re-run the compile exactly as asynccomp ran it.\n"
-                f'cd "$(dirname "$0")" && exec {command}'
+            (folder / "rerun.sh").write_bytes(
+                _bytes(
+                    "#!/bin/sh\n# Re-run the compile exactly as asynccomp ran it.\n"
+                    f'cd "$(dirname "$0")" && exec {command}'
+                )
             )
             (folder / "rerun.sh").chmod(0o755)
         else:
             command = "\n".join(prepared.options) + "\n"
-        (folder / "command.txt").write_text(command)
+        (folder / "command.txt").write_bytes(_bytes(command))
 
     def write_outputs(
         self,
@@ -107,7 +110,7 @@ class DumpRoot:
         versions: dict[str, str | None],
     ) -> None:
         """Log, binary, result.json, and the manifest line."""
-        (folder / "compile.log").write_text(result.log)
+        (folder / "compile.log").write_bytes(_bytes(result.log))
         binary_name = None
         if result.binary is not None:
             binary_name = prepared.binary_name
@@ -135,6 +138,12 @@ class DumpRoot:
             os.write(fd, line.encode())  # one O_APPEND write: lines never interleave
         finally:
             os.close(fd)
+
+
+def _bytes(text: str) -> bytes:
+    # Text from files that are not UTF-8 keeps its bytes as lone surrogates
+    # ("surrogateescape"): write those bytes back, as the compiler got them.
+    return text.encode("utf-8", "surrogateescape")
 
 
 def _next_sequence(root: Path) -> int:

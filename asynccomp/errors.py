@@ -1,17 +1,25 @@
-"""The exceptions asynccomp raises or records.
+"""The exceptions and warnings asynccomp raises, records or issues.
 
 One tree, so ``except AsyncCompError`` catches everything this library means to raise::
 
     AsyncCompError
-    ├── InvalidJob (also a ValueError)   bad input, raised when a CompileJob is built
-    ├── EngineClosed (also a RuntimeError) the engine was used outside ``async with``
-    ├── DumpDirError (also an OSError)   the dump root cannot be created or written
-    └── CompileError                     a job produced no binary (kept in ``result.error``)
-        ├── CompileTimeout               the job ran past its ``timeout`` and was stopped
-        ├── ToolkitNotFound              the compiler it needs is not installed
-        ├── ArchitectureNotFound         no architecture given and no GPU to ask
-        ├── EmptyOutput                  the compiler succeeded but wrote no binary
-        └── WorkerCrashed                the worker process running it died
+    ├── InvalidJob (also a ValueError)      bad input: a CompileJob field, an engine setting
+    ├── EngineClosed (also a RuntimeError)  the engine is not running (or belongs to the
+    │                                       parent of a forked process)
+    ├── DumpDirError (also an OSError)      the dump root cannot be created or written
+    ├── CacheUnavailable (also an OSError)  the disk cache folder cannot be used
+    ├── BenchError (also a ValueError)      ``asynccomp bench`` cannot run as asked
+    └── CompileError                        a job produced no binary (kept in ``result.error``)
+        ├── CompileTimeout                  the job ran past its ``timeout`` and was stopped
+        ├── ToolkitNotFound                 the compiler it needs is not installed
+        ├── ArchitectureNotFound            no architecture given and no GPU to ask
+        ├── EmptyOutput                     the compiler succeeded but wrote no binary
+        ├── WorkerCrashed                   the worker process running it died
+        └── InternalError                   asynccomp itself failed on this job
+
+    AsyncCompWarning (a UserWarning)        something went wrong that cost no result
+    ├── CacheWarning                        the compile cache (see asynccomp.cache)
+    └── ResourceLimitWarning                a worker count was lowered to fit memory
 
 Compile failures do not raise out of ``Engine.compile``: they come back as
 ``CompileResult.error`` so that one broken kernel never costs a sweep its other results.
@@ -20,8 +28,9 @@ Compile failures do not raise out of ``Engine.compile``: they come back as
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from .job import CompileJob
@@ -29,15 +38,23 @@ if TYPE_CHECKING:
 __all__ = (
     "ArchitectureNotFound",
     "AsyncCompError",
+    "AsyncCompWarning",
+    "BenchError",
+    "CacheUnavailable",
+    "CacheWarning",
     "CompileError",
     "CompileTimeout",
     "DumpDirError",
     "EmptyOutput",
     "EngineClosed",
+    "InternalError",
     "InvalidJob",
+    "ResourceLimitWarning",
     "ToolkitNotFound",
     "WorkerCrashed",
 )
+
+E = TypeVar("E", bound="CompileError")
 
 
 class AsyncCompError(Exception):
@@ -60,11 +77,21 @@ class InvalidJob(AsyncCompError, ValueError):
 
 
 class EngineClosed(AsyncCompError, RuntimeError):
-    """The engine is not running: use it inside ``async with Engine(...)``."""
+    """The engine is not running: use it inside ``async with Engine(...)`` (or
+    ``with SyncEngine(...)``), before it closes, in the process that started it."""
 
 
 class DumpDirError(AsyncCompError, OSError):
     """The dump root cannot be created or is not writable."""
+
+
+class CacheUnavailable(AsyncCompError, OSError):
+    """The disk cache folder cannot be created or written."""
+
+
+class BenchError(AsyncCompError, ValueError):
+    """The benchmark cannot run as asked: a bad setting, an empty corpus, a missing
+    optional part (the TVM facade, matplotlib for a plot)."""
 
 
 class CompileError(AsyncCompError):
@@ -77,6 +104,15 @@ class CompileError(AsyncCompError):
         super().__init__(message)
         self.log = log
         self.job = job
+
+    def for_job(self: E, job: CompileJob) -> E:
+        """A copy of this error that names ``job`` (jobs answered by one compile, or by
+        one cache entry, each get their own error object)."""
+        if self.job is job:
+            return self
+        clone = copy.copy(self)
+        clone.job = job
+        return clone
 
 
 class CompileTimeout(CompileError):
@@ -105,8 +141,29 @@ class ArchitectureNotFound(CompileError):
 
 class EmptyOutput(CompileError):
     """The compiler exited successfully but left no binary (or an empty one), e.g. with
-    nvcc's ``--dryrun`` among the options. TVM reports this as "empty result"."""
+    nvcc's ``--dryrun`` or NVRTC's ``-dlto`` among the options. TVM reports this as
+    "empty result"."""
 
 
 class WorkerCrashed(CompileError):
-    """The worker process compiling the job died (a crash or an out-of-memory kill)."""
+    """The worker process compiling the job died (a crash or an out-of-memory kill), or
+    no worker process could be started for it."""
+
+
+class InternalError(CompileError):
+    """asynccomp could not run this job for a reason outside the compiler: an OS error
+    on its own files or a bug. ``__cause__`` holds the original exception; the other
+    jobs of the batch are not affected."""
+
+
+class AsyncCompWarning(UserWarning):
+    """Base class of the warnings asynccomp issues: problems that cost no result."""
+
+
+class CacheWarning(AsyncCompWarning):
+    """Base class of the warnings the compile cache issues."""
+
+
+class ResourceLimitWarning(AsyncCompWarning):
+    """A worker count asked for was more than this machine's memory holds, and was
+    lowered (each NVRTC worker process or nvcc run needs memory of its own)."""

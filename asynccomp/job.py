@@ -31,6 +31,23 @@ DEFAULT_OUTPUT: dict[str, OutputFormat] = {"nvrtc": "cubin", "nvcc": "fatbin"}
 _ARCH_RE = re.compile(r"^(sm|compute)_(\d{2,3})([af]?)$")
 
 
+def _check_encodable(field: str, text: str) -> None:
+    """Compilers read bytes: ``text`` must have some. Lone surrogates that stand for
+    undecodable bytes (``bytes.decode("utf-8", "surrogateescape")``, as ``open()`` does
+    with ``errors="surrogateescape"``) are those bytes again; any other lone surrogate
+    stands for nothing."""
+    try:
+        text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise InvalidJob(
+            field,
+            text[max(0, exc.start - 20) : exc.end + 20],
+            f"holds a lone surrogate {text[exc.start]!r} at index {exc.start}, which no "
+            "bytes stand for (decode files with errors='surrogateescape' to keep bytes "
+            "that are not UTF-8)",
+        ) from None
+
+
 def parse_arch(arch: str) -> tuple[str, int, str]:
     """Split ``"sm_90a"`` into ``("sm", 90, "a")``; raise :class:`InvalidJob` if malformed."""
     match = _ARCH_RE.match(arch) if isinstance(arch, str) else None
@@ -93,8 +110,10 @@ class CompileJob:
             raise InvalidJob("source", self.source, "is empty")
         if "\x00" in self.source:
             raise InvalidJob("source", self.source, "contains a NUL byte; not text")
+        _check_encodable("source", self.source)
         if not isinstance(self.name, str) or not self.name:
             raise InvalidJob("name", self.name, "must be a non-empty str")
+        _check_encodable("name", self.name)
         if self.backend not in BACKENDS:
             raise InvalidJob("backend", self.backend, f"expected one of {', '.join(BACKENDS)}")
         if self.output is not None:
@@ -116,6 +135,7 @@ class CompileJob:
                 raise InvalidJob("options", option, "every option must be a str")
             if "\x00" in option:
                 raise InvalidJob("options", option, "contains a NUL byte")
+            _check_encodable("options", option)
         object.__setattr__(self, "options", options)
         if self.timeout is not None:
             if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)):

@@ -3,7 +3,14 @@
 :class:`SyncEngine` is a thin layer over :class:`~asynccomp.Engine`: the engine runs in
 an event loop in a background thread (anyio's blocking portal), and each method is one
 ``portal.call``. Any number of threads may call one ``SyncEngine`` at once; their jobs
-share the engine's workers.
+share the engine's workers. Closing it waits for the calls other threads have made.
+
+A ``SyncEngine`` belongs to the process that started it: after ``os.fork()`` its event
+loop thread does not exist in the child, so there every method raises
+:class:`~asynccomp.EngineClosed` at once (make a new one in the child).
+
+Called from a thread that runs an event loop itself (a Jupyter notebook), a method
+blocks that loop until the compile is done; async code should use ``Engine``.
 
 Example::
 
@@ -16,30 +23,48 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from .engine import Engine, EngineStatistics
+from .engine import CompletedResults, Engine, EngineState, EngineStatistics
 from .errors import EngineClosed
 from .job import CompileJob
 from .result import CompileResult
 
-__all__ = ("SyncEngine",)
+__all__ = ("SyncEngine", "SyncResults")
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def _engine_arguments(
+    engine: Callable[P, Engine],
+) -> Callable[[Callable[..., None]], Callable[Concatenate[Any, P], None]]:
+    """Give ``SyncEngine.__init__`` the signature of ``Engine``'s: for type checkers
+    (through ``P``) and for ``help()`` and IDEs (through ``__signature__``)."""
+
+    def typed(init: Callable[..., None]) -> Callable[Concatenate[Any, P], None]:
+        init.__signature__ = inspect.signature(engine.__init__)  # type: ignore[attr-defined]
+        return init
+
+    return typed
 
 
 class SyncEngine:
     """The blocking twin of :class:`~asynccomp.Engine`; takes the same arguments."""
 
+    @_engine_arguments(Engine)
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.engine = Engine(*args, **kwargs)
         self._stack: ExitStack | None = None
         self._portal: BlockingPortal | None = None
+        self._pid: int | None = None
 
     def __enter__(self) -> SyncEngine:
         self.start()
@@ -53,8 +78,21 @@ class SyncEngine:
     ) -> None:
         self.close()
 
+    def _check_process(self) -> None:
+        if self._pid is not None and self._pid != os.getpid():
+            raise EngineClosed(
+                f"this SyncEngine belongs to the parent process (pid {self._pid}), whose "
+                "event loop thread a forked child does not have: make a new one here"
+            )
+
+    @property
+    def state(self) -> EngineState:
+        """The engine's state (``NEW`` before :meth:`start`)."""
+        return self.engine.state
+
     def start(self) -> None:
         """Start the background event loop and the engine (``with`` does this)."""
+        self._check_process()
         if self._stack is not None:
             return
         with ExitStack() as stack:
@@ -62,61 +100,105 @@ class SyncEngine:
             manager: AbstractContextManager[Engine] = portal.wrap_async_context_manager(self.engine)
             stack.enter_context(manager)
             self._portal = portal
+            self._pid = os.getpid()
             self._stack = stack.pop_all()
 
     def close(self, *, cancel_prefetched: bool = False) -> None:
-        """Wait for running jobs, stop the engine and its event loop.
+        """Stop taking calls, wait for the calls other threads have made, stop the engine
+        and its event loop.
 
         ``cancel_prefetched=True`` first stops the compiles :meth:`prefetch` started that
         are still queued or running, instead of waiting for them.
         """
+        self._check_process()
         if cancel_prefetched and self._portal is not None:
             self._portal.call(self.engine.cancel_prefetched)
         stack, self._stack, self._portal = self._stack, None, None
         if stack is not None:
             stack.close()
 
+    @overload
+    def _call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T: ...
+    @overload
+    def _call(self, func: Callable[..., T], *args: Any) -> T: ...
     def _call(self, func: Callable[..., Any], *args: Any) -> Any:
-        if self._portal is None:
+        self._check_process()
+        portal = self._portal
+        if portal is None:
             raise EngineClosed("the SyncEngine is not running: use it inside `with SyncEngine()`")
-        return self._portal.call(func, *args)
+        try:
+            return portal.call(func, *args)
+        except RuntimeError as exc:
+            if isinstance(exc, EngineClosed) or self._portal is portal:
+                raise
+            # The portal stopped between the check above and the call (a close in
+            # another thread).
+            raise EngineClosed("the SyncEngine was closed") from exc
 
     def compile(self, job: CompileJob) -> CompileResult:
         """Compile one job and wait for it."""
-        result: CompileResult = self._call(self.engine.compile, job)
-        return result
+        return self._call(self.engine.compile, job)
 
     def compile_many(self, jobs: Iterable[CompileJob]) -> list[CompileResult]:
         """Compile ``jobs`` concurrently; results in the order of ``jobs``."""
-        results: list[CompileResult] = self._call(self.engine.compile_many, list(jobs))
-        return results
+        return self._call(self.engine.compile_many, list(jobs))
+
+    def as_completed(self, jobs: Iterable[CompileJob]) -> SyncResults:
+        """Compile ``jobs`` concurrently; iterate over results as they finish::
+
+            with engine.as_completed(jobs) as results:
+                for result in results:
+                    ...
+
+        Leaving the block cancels the jobs still queued or running.
+        """
+        completed = self._call(self.engine.as_completed, list(jobs))
+        assert self._portal is not None
+        return SyncResults(self, self._portal, completed)
 
     def prefetch(self, jobs: Iterable[CompileJob]) -> None:
         """Start compiling ``jobs`` in the background and return at once (results go to
         the cache; closing the engine waits for them unless told not to)."""
         self._call(self.engine.prefetch, list(jobs))
 
-    def as_completed(self, jobs: Iterable[CompileJob]) -> Iterator[CompileResult]:
-        """Yield results in completion order (stopping early cancels the rest)."""
-        iterator = self._call(_start, self.engine.as_completed, list(jobs))
-        try:
-            while True:
-                try:
-                    result: CompileResult = self._call(iterator.__anext__)
-                except StopAsyncIteration:
-                    return
-                yield result
-        finally:
-            if self._portal is not None:
-                self._call(iterator.aclose)
+    def cancel_prefetched(self) -> None:
+        """Stop the prefetched compiles still queued or running."""
+        self._call(self.engine.cancel_prefetched)
+
+    def warm_up(self) -> None:
+        """Start every NVRTC worker and compile a small program in each, now."""
+        self._call(self.engine.warm_up)
 
     def statistics(self) -> EngineStatistics:
         """An immutable snapshot of the engine's counters."""
-        return self.engine.statistics()
+        return self._call(self.engine.statistics)
 
 
-async def _start(
-    make: Callable[[list[CompileJob]], AsyncIterator[CompileResult]], jobs: list[CompileJob]
-) -> AsyncIterator[CompileResult]:
-    # The async generator is made inside the portal's loop thread, where it will run.
-    return make(jobs)
+class SyncResults:
+    """What :meth:`SyncEngine.as_completed` returns: a context manager whose value is an
+    iterator over the results in completion order."""
+
+    def __init__(self, owner: SyncEngine, portal: BlockingPortal, completed: CompletedResults):
+        self._owner = owner
+        self._manager = portal.wrap_async_context_manager(completed)
+        self._portal = portal
+
+    def __enter__(self) -> Iterator[CompileResult]:
+        results = self._manager.__enter__()
+        return self._iterate(results)
+
+    def _iterate(self, results: Any) -> Iterator[CompileResult]:
+        while True:
+            try:
+                result: CompileResult = self._owner._call(results.__anext__)
+            except StopAsyncIteration:
+                return
+            yield result
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return self._manager.__exit__(exc_type, exc, tb)

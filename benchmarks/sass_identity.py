@@ -90,8 +90,8 @@ def tvm_compile(
     and program name, from :func:`asynccomp.tvm.make_job`), in this process, timed; with
     ``rewrite``, after the preamble fast path is applied to TVM's source; with
     ``extra_options`` appended to TVM's."""
-    from asynccomp.backends.base import PreparedCompile
-    from asynccomp.backends.nvrtc import compile_prepared
+    from asynccomp.backends import PreparedCompile
+    from asynccomp.backends._nvrtc_api import compile_prepared
     from asynccomp.preamble import rewrite_tvm_preamble
     from asynccomp.tvm import make_job
 

@@ -11,8 +11,6 @@ from asynccomp import CompileJob, CompileTimeout, DumpDirError, Engine
 
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
 
-pytestmark = pytest.mark.asyncio
-
 BACKENDS = ["nvrtc", pytest.param("nvcc", marks=needs_nvcc)]
 
 SMEM_KERNEL = """

@@ -18,8 +18,6 @@ from asynccomp.cache import CacheCorruptionWarning, DiskCache
 
 from .kernels import ARCH, scale_kernel, slow_kernel
 
-pytestmark = pytest.mark.asyncio
-
 
 async def test_hit_across_engine_instances(tmp_path: Path) -> None:
     job = CompileJob(scale_kernel(), name="k")

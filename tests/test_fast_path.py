@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from asynccomp import CompileJob, Engine
 from asynccomp.preamble import rewrite_tvm_preamble
 
 from .kernels import ARCH, scale_kernel
-
-pytestmark = pytest.mark.asyncio
 
 TVM_KERNEL = (Path(__file__).parent / "data" / "tvm_kernels" / "vector_add.cu").read_text()
 

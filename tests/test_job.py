@@ -82,3 +82,13 @@ def test_dump_root_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert job.dump == job.dump_root == tmp_path / "dumps"
     assert CompileJob(SRC, dump=True).dump_root is None
     assert job == CompileJob(SRC, dump=tmp_path / "dumps")
+
+
+def test_text_that_stands_for_no_bytes_is_refused_when_the_job_is_made() -> None:
+    for field, kwargs in [
+        ("source", {"source": scale_kernel() + "// \ud800\n"}),
+        ("options", {"source": scale_kernel(), "options": ["-DX=\udfff\ud800"]}),
+        ("name", {"source": scale_kernel(), "name": "k\ud83d"}),
+    ]:
+        with pytest.raises(InvalidJob, match=f"invalid {field} .*lone surrogate"):
+            CompileJob(**kwargs)  # type: ignore[arg-type]

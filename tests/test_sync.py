@@ -1,28 +1,43 @@
-"""SyncEngine: the blocking facade over the async engine."""
+"""SyncEngine: the blocking facade over the async engine, from many threads, across a
+close and a fork."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import os
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from asynccomp import CompileJob, EngineClosed, SyncEngine
+from asynccomp import CompileJob, CompileResult, Engine, EngineClosed, SyncEngine
+from asynccomp.cost import CostModel
 
-from .kernels import ARCH, broken_kernel, scale_kernel
+from .kernels import ARCH, broken_kernel, scale_kernel, slow_kernel
+from .processes import compiler_processes
 
 
 def test_sync_engine_methods() -> None:
     jobs = [CompileJob(scale_kernel(float(i)), name=f"s{i}") for i in range(4)]
     with SyncEngine(arch=ARCH, nvrtc_workers=2) as engine:
+        assert engine.state.name == "RUNNING"
         single = engine.compile(jobs[0])
         many = engine.compile_many(jobs)
-        done = sorted(r.job.name for r in engine.as_completed(jobs))
+        with engine.as_completed(jobs) as results:
+            done = sorted(r.job.name for r in results)
         stats = engine.statistics()
+    assert engine.state.name == "CLOSED"
     assert single.ok
     assert [r.job for r in many] == jobs and all(r.ok for r in many)
     assert done == ["s0", "s1", "s2", "s3"]
     assert stats.completed == 9
+
+
+def test_sync_engine_takes_engines_arguments() -> None:
+    sync = inspect.signature(SyncEngine.__init__)
+    assert list(sync.parameters) == list(inspect.signature(Engine.__init__).parameters)
 
 
 def test_sync_engine_from_many_threads() -> None:
@@ -33,6 +48,76 @@ def test_sync_engine_from_many_threads() -> None:
         ]
         results = [f.result() for f in futures]
     assert all(r.ok for r in results)
+
+
+def test_closing_waits_for_the_compiles_of_other_threads() -> None:
+    engine = SyncEngine(arch=ARCH, nvrtc_workers=2, cache=False)
+    engine.start()
+    results: list[CompileResult] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def caller(i: int) -> None:
+        try:
+            result = engine.compile(CompileJob(scale_kernel(100.0 + i), name=f"c{i}"))
+        except BaseException as exc:  # what a caller sees, whatever it is
+            with lock:
+                errors.append(exc)
+        else:
+            with lock:
+                results.append(result)
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(20)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60
+    while engine.statistics().submitted < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.statistics().completed < 20  # closing while they compile
+    engine.close()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(results) == 20 and all(r.ok for r in results)
+    with pytest.raises(EngineClosed):
+        engine.compile(CompileJob(scale_kernel()))
+    assert compiler_processes() == []
+
+
+def test_a_forked_child_gets_engine_closed_at_once() -> None:
+    read, write = os.pipe()
+    with SyncEngine(arch=ARCH) as engine:
+        assert engine.compile(CompileJob(scale_kernel(5.0))).ok
+        pid = os.fork()
+        if pid == 0:  # the child: report what it saw, then leave without cleanup
+            outcome = []
+            for call in (lambda: engine.compile(CompileJob(scale_kernel(6.0))), engine.close):
+                started = time.monotonic()
+                try:
+                    call()
+                    outcome.append("no error")
+                except EngineClosed as exc:
+                    quick = time.monotonic() - started < 1
+                    outcome.append(f"EngineClosed quick={quick} {exc}")
+                except BaseException as exc:
+                    outcome.append(repr(exc))
+            os.write(write, "\n".join(outcome).encode())
+            os._exit(0)
+        os.close(write)
+        deadline = time.monotonic() + 30
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                pytest.fail("the forked child hung")
+            time.sleep(0.01)
+        with os.fdopen(read) as report:
+            lines = report.read().splitlines()
+        # The parent's engine is untouched.
+        assert engine.compile(CompileJob(scale_kernel(7.0))).ok
+    assert len(lines) == 2, lines
+    for line in lines:
+        assert line.startswith("EngineClosed quick=True"), line
+        assert "belongs to the parent process" in line
 
 
 def test_sync_engine_inside_a_running_event_loop() -> None:
@@ -49,10 +134,27 @@ def test_sync_engine_not_started() -> None:
         SyncEngine(arch=ARCH).compile(CompileJob(scale_kernel()))
 
 
-def test_breaking_out_of_as_completed_stops_cleanly() -> None:
-    jobs = [CompileJob(scale_kernel(float(i))) for i in range(6)]
-    with SyncEngine(arch=ARCH, nvrtc_workers=1) as engine:
-        for result in engine.as_completed(jobs):
-            assert result.ok
-            break
-        assert engine.compile(jobs[0]).ok
+def test_leaving_as_completed_cancels_what_is_left() -> None:
+    # One worker: the quick job first (the cost model is told the others are quicker), then
+    # two compiles of ~15 s each. Leaving the block after the first result must cancel
+    # them, not wait half a minute.
+    jobs = [
+        CompileJob(scale_kernel(11.0), name="quick"),
+        CompileJob(slow_kernel(), name="slow1"),
+        CompileJob(slow_kernel(30001), name="slow2"),
+    ]
+    model = CostModel()
+    for job in jobs[1:]:
+        model.observe("nvrtc", (ARCH,), job.source, 0.001)
+    with SyncEngine(
+        arch=ARCH, nvrtc_workers=1, nvrtc_mode="threads", cache=False, cost_model=model
+    ) as engine:
+        started = time.monotonic()
+        with engine.as_completed(jobs) as results:
+            first = next(iter(results))
+        left = time.monotonic()
+        stats = engine.statistics()
+        assert engine.compile(CompileJob(scale_kernel(12.0))).ok  # the engine goes on
+    assert first.job.name == "quick"
+    assert left - started < 10
+    assert stats.completed == 1 and stats.running == 0

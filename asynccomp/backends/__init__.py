@@ -1,15 +1,25 @@
-"""Compiler backends: one module each, behind :class:`~asynccomp.backends.base.CompilerBackend`.
+"""Compiler backends: one module each, behind :class:`CompilerBackend`.
 
-- :mod:`.nvrtc`: NVRTC through ``cuda.bindings.nvrtc`` in worker threads (cubin, PTX).
+- :mod:`.nvrtc`: NVRTC through ``cuda.bindings.nvrtc``, in worker processes or threads
+  (cubin, PTX).
 - :mod:`.nvcc`: nvcc as concurrent subprocesses (fatbin, cubin, PTX).
 
-Where an option is rendered: ``NvrtcBackend.prepare`` and ``NvccBackend.prepare``.
+A backend renders a :class:`BackendOptions` and a job into a :class:`PreparedCompile`
+(``prepare``), then compiles it (``run``). Where an option is rendered:
+``NvrtcBackend.prepare`` and ``NvccBackend.prepare``, nowhere else.
 """
 
 from __future__ import annotations
 
-from .base import BackendOutput, CompilerBackend, PreparedCompile
+from ._base import BackendOptions, BackendOutput, CompilerBackend, PreparedCompile
 from .nvcc import NvccBackend
 from .nvrtc import NvrtcBackend
 
-__all__ = ("BackendOutput", "CompilerBackend", "NvccBackend", "NvrtcBackend", "PreparedCompile")
+__all__ = (
+    "BackendOptions",
+    "BackendOutput",
+    "CompilerBackend",
+    "NvccBackend",
+    "NvrtcBackend",
+    "PreparedCompile",
+)

@@ -1,9 +1,14 @@
 """nvcc as concurrent subprocesses.
 
 Each job runs in its own fresh temporary folder (nvcc writes intermediates next to its
-output), with stdout and stderr captured together in one log. nvcc is started as the
-leader of a new process group so that a timeout or a cancellation can kill it together
-with the cicc/ptxas/fatbinary children it spawned; the folder is removed in every case.
+output), which is also nvcc's ``TMPDIR``, so its ``tmpxft_*`` files go there too; stdout
+and stderr are captured together in one log. nvcc is started as the leader of a new
+process group so that a timeout or a cancellation can kill it together with the
+cicc/ptxas/fatbinary children it spawned; the folder is removed in every case. A failure
+of the job's own files (a full disk) is that job's ``internal`` status, never an
+exception that would cost the batch.
+
+Where an nvcc option is rendered: :meth:`NvccBackend.prepare`, here, and nowhere else.
 """
 
 from __future__ import annotations
@@ -22,7 +27,14 @@ import anyio.to_thread
 
 from ..errors import ToolkitNotFound
 from ..job import CompileJob, parse_arch
-from .base import BackendOutput, CompilerBackend, PreparedCompile, add_lineinfo, safe_stem
+from ._base import (
+    BackendOptions,
+    BackendOutput,
+    CompilerBackend,
+    PreparedCompile,
+    has_line_info,
+    safe_stem,
+)
 
 __all__ = ("NvccBackend", "nvcc_arch_flags")
 
@@ -52,7 +64,7 @@ class NvccBackend(CompilerBackend):
 
     name = "nvcc"
 
-    def prepare(self, job: CompileJob, arch: str, *, dump: bool = False) -> PreparedCompile:
+    def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
         nvcc = self.toolkit.nvcc
         if nvcc is None:
             raise ToolkitNotFound(
@@ -69,22 +81,24 @@ class NvccBackend(CompilerBackend):
         if job.exact_options:
             argv += job.options
         else:
-            argv += [f"--{output}", "-O3", *nvcc_arch_flags(arch, output)]
+            argv += [f"--{output}", "-O3", *nvcc_arch_flags(options.arch, output)]
             if output != "ptx":
                 argv.append("--ptxas-options=-v")  # the resource report, always
             argv += job.options
-        if dump:
-            add_lineinfo(argv)
-        if dump:
-            # Intermediates are kept in the job's own temp folder and moved to keep_dir
-            # afterwards: a dump folder that cannot be written must not fail the compile.
+        if options.line_info and not has_line_info(argv):
+            argv.append("-lineinfo")
+        if options.split_compile > 0 and not any("split-compile" in a for a in argv):
+            argv.append(f"--split-compile={options.split_compile}")
+        if options.keep_intermediates:
+            # Kept in the job's own temp folder and moved to keep_dir afterwards: a dump
+            # folder that cannot be written must not fail the compile.
             argv.append("--keep")
         stem = filename[: -len(".cu")]
         argv += ["-o", f"{stem}.{output}", filename]
         return PreparedCompile(
             backend=self.name,
             output=output,
-            arch=arch,
+            arch=options.arch,
             source=job.source,
             filename=filename,
             options=tuple(argv),
@@ -94,7 +108,12 @@ class NvccBackend(CompilerBackend):
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
         # File work goes to threads: sources and fatbins run to megabytes, and the event
         # loop serves every other job meanwhile.
-        workdir = await anyio.to_thread.run_sync(_make_workdir, prepared)
+        try:
+            workdir = await anyio.to_thread.run_sync(_make_workdir, prepared)
+        except OSError as exc:
+            return BackendOutput(
+                "internal", None, "", f"could not set up nvcc's work folder: {exc}"
+            )
         try:
             out = await self._run_in(workdir, prepared)
             if prepared.keep_dir is not None:
@@ -114,6 +133,8 @@ class NvccBackend(CompilerBackend):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                # nvcc's own temporaries (tmpxft_*) go to the job's folder, removed with it.
+                env={**os.environ, "TMPDIR": str(workdir)},
             )
         except OSError as exc:
             return BackendOutput("failed", None, str(exc), f"could not start nvcc: {exc}")
@@ -136,7 +157,10 @@ class NvccBackend(CompilerBackend):
             return BackendOutput(
                 "failed", None, log, f"nvcc exited with status {process.returncode}"
             )
-        binary = await anyio.to_thread.run_sync(_read_output, workdir / prepared.binary_name)
+        try:
+            binary = await anyio.to_thread.run_sync(_read_output, workdir / prepared.binary_name)
+        except OSError as exc:
+            return BackendOutput("internal", None, log, f"could not read nvcc's output: {exc}")
         if not binary:
             return BackendOutput("empty", None, log, "nvcc exited with status 0 but wrote nothing")
         return BackendOutput("ok", binary, log)
@@ -145,7 +169,9 @@ class NvccBackend(CompilerBackend):
 def _make_workdir(prepared: PreparedCompile) -> Path:
     workdir = Path(tempfile.mkdtemp(prefix="asynccomp-nvcc-"))
     try:
-        (workdir / prepared.filename).write_text(prepared.source)
+        (workdir / prepared.filename).write_bytes(
+            prepared.source.encode("utf-8", "surrogateescape")
+        )
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise

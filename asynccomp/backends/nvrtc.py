@@ -1,116 +1,43 @@
-"""NVRTC through ``cuda.bindings.nvrtc``, run in worker threads.
+"""NVRTC through ``cuda.bindings.nvrtc``: in long-lived worker processes or in threads.
 
-cuda-bindings releases the GIL inside ``nvrtcCompileProgram``, so NVVM and ptxas of
-several programs overlap across threads. NVRTC's front end, however, runs one program at
-a time per process (measured: threads alone gain nothing on header-heavy TVM kernels);
-process workers lift that limit.
+NVRTC's front end runs one program at a time per process (measured: threads alone gain
+nothing on header-heavy TVM kernels), so ``mode="processes"`` runs whole compiles in
+parallel worker processes (:mod:`._nvrtc_pool`). ``mode="threads"`` compiles in threads
+of this process: cuda-bindings releases the GIL inside ``nvrtcCompileProgram``, so only
+NVVM and ptxas of several programs overlap.
 
-A running compile is cancelled through ``nvrtcSetFlowCallback`` (NVRTC 12.8+): NVRTC
-calls back at points during the compile and stops with ``NVRTC_ERROR_CANCELLED`` once
-the callback returns 1. That serves both per-job timeouts and task cancellation.
+Where an NVRTC option is rendered: :meth:`NvrtcBackend.prepare`, here, and nowhere else.
 """
 
 from __future__ import annotations
 
-import ctypes
+import math
 import threading
-import time
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
-import anyio.lowlevel
+import anyio.abc
 import anyio.to_thread
 
 from ..errors import ToolkitNotFound
 from ..job import CompileJob, parse_arch
 from ..preamble import rewrite_tvm_preamble
 from ..toolkit import Toolkit
-from .base import BackendOutput, CompilerBackend, PreparedCompile, add_lineinfo, safe_stem
-from .nvrtc_pool import NvrtcProcessPool
+from ._base import (
+    BackendOptions,
+    BackendOutput,
+    CompilerBackend,
+    PreparedCompile,
+    has_line_info,
+    safe_stem,
+)
+from ._nvrtc_api import compile_prepared
+from ._nvrtc_pool import KILL_GRACE, NvrtcProcessPool
 
-__all__ = ("NvrtcBackend", "NvrtcMode", "compile_prepared", "nvrtc_arch")
+__all__ = ("WARMUP_SOURCE", "NvrtcBackend", "NvrtcMode", "nvrtc_arch")
 
-_FLOW_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
-
-
-def nvrtc_arch(arch: str, output: str) -> str:
-    """NVRTC wants ``compute_XX`` for PTX and ``sm_XX`` for cubin (as TVM renders it)."""
-    _, number, suffix = parse_arch(arch)
-    return f"{'compute' if output == 'ptx' else 'sm'}_{number}{suffix}"
-
-
-def _program_log(nvrtc: Any, prog: Any) -> str:
-    err, size = nvrtc.nvrtcGetProgramLogSize(prog)
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS or size <= 1:
-        return ""
-    buf = b" " * int(size)
-    nvrtc.nvrtcGetProgramLog(prog, buf)
-    return bytes(buf).rstrip(b"\x00").decode("utf-8", errors="replace")
-
-
-def _output(nvrtc: Any, prog: Any, output: str) -> bytes:
-    if output == "ptx":
-        err, size = nvrtc.nvrtcGetPTXSize(prog)
-        _check(nvrtc, err, "nvrtcGetPTXSize")
-        buf = b" " * int(size)
-        _check(nvrtc, nvrtc.nvrtcGetPTX(prog, buf)[0], "nvrtcGetPTX")
-        # PTX is text: drop the terminating NUL (asynccomp.tvm puts it back, as TVM keeps it).
-        return buf.rstrip(b"\x00")
-    err, size = nvrtc.nvrtcGetCUBINSize(prog)
-    _check(nvrtc, err, "nvrtcGetCUBINSize")
-    cubin = b" " * int(size)
-    _check(nvrtc, nvrtc.nvrtcGetCUBIN(prog, cubin)[0], "nvrtcGetCUBIN")
-    return cubin
-
-
-def _check(nvrtc: Any, err: Any, what: str) -> None:
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        raise RuntimeError(f"{what} failed: {err}")
-
-
-def compile_prepared(
-    prepared: PreparedCompile, cancel: threading.Event | None = None
-) -> BackendOutput:
-    """Compile with NVRTC in the calling thread (or worker process). Never raises for a
-    compile failure; returns status ``"timeout"`` when ``cancel`` was set or
-    ``prepared.timeout`` ran out while compiling."""
-    from cuda.bindings import nvrtc
-
-    deadline = None if prepared.timeout is None else time.monotonic() + prepared.timeout
-    stopped = False
-
-    def flow(_payload: int | None, _reserved: int | None) -> int:
-        nonlocal stopped
-        if not stopped and (
-            (cancel is not None and cancel.is_set())
-            or (deadline is not None and time.monotonic() > deadline)
-        ):
-            stopped = True
-        return 1 if stopped else 0
-
-    callback = _FLOW_CALLBACK(flow)  # kept referenced until the compile returns
-    err, prog = nvrtc.nvrtcCreateProgram(
-        prepared.source.encode(), prepared.filename.encode(), 0, [], []
-    )
-    _check(nvrtc, err, "nvrtcCreateProgram")
-    try:
-        if cancel is not None or deadline is not None:
-            address = ctypes.cast(callback, ctypes.c_void_p).value
-            _check(nvrtc, nvrtc.nvrtcSetFlowCallback(prog, address, 0)[0], "nvrtcSetFlowCallback")
-        options = [o.encode() for o in prepared.options]
-        (result,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
-        log = _program_log(nvrtc, prog)
-        if result == nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            return BackendOutput("ok", _output(nvrtc, prog, prepared.output), log)
-        if result == nvrtc.nvrtcResult.NVRTC_ERROR_CANCELLED or stopped:
-            return BackendOutput("timeout", None, log, "NVRTC compile cancelled")
-        _, text = nvrtc.nvrtcGetErrorString(result)
-        message = text.decode() if isinstance(text, bytes) else str(text)
-        return BackendOutput("failed", None, log, f"NVRTC compilation failed ({message})")
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-
+NvrtcMode = Literal["threads", "processes"]
 
 WARMUP_SOURCE = """\
 #include <cuda/std/cstdint>
@@ -121,19 +48,21 @@ extern "C" __global__ void asynccomp_warmup(float* x) {
 }
 """
 
-NvrtcMode = Literal["threads", "processes"]
+
+def nvrtc_arch(arch: str, output: str) -> str:
+    """NVRTC wants ``compute_XX`` for PTX and ``sm_XX`` for cubin (as TVM renders it)."""
+    _, number, suffix = parse_arch(arch)
+    return f"{'compute' if output == 'ptx' else 'sm'}_{number}{suffix}"
 
 
 class NvrtcBackend(CompilerBackend):
     """NVRTC in threads of this process, or in long-lived worker processes.
 
-    ``mode="threads"`` overlaps NVRTC's back ends only; ``mode="processes"`` runs up to
-    ``workers`` whole compiles in parallel (see :mod:`.nvrtc_pool`). The engine bounds how
-    many jobs run at once either way.
+    Either way at most ``workers`` compiles run at once (the scheduler sends no more,
+    and a thread that outlives its job's deadline keeps its place until NVRTC stops).
     """
 
     name = "nvrtc"
-    _threads: anyio.CapacityLimiter | None = None
 
     def __init__(
         self,
@@ -141,37 +70,20 @@ class NvrtcBackend(CompilerBackend):
         mode: NvrtcMode = "threads",
         workers: int = 1,
         warmup_arch: str = "sm_80",
-        tvm_fast_path: bool = True,
     ) -> None:
         super().__init__(toolkit)
-        self.tvm_fast_path = tvm_fast_path
         self.mode = mode
         self.workers = workers
-        self._warmup = PreparedCompile(
-            backend=self.name,
-            output="cubin",
-            arch=warmup_arch,
-            source=WARMUP_SOURCE,
-            filename="asynccomp_warmup.cu",
-            options=(
-                f"--gpu-architecture={nvrtc_arch(warmup_arch, 'cubin')}",
-                *(f"-I{d}" for d in toolkit.include_dirs),
-            ),
+        # Rendered once: every job shares these strings instead of holding copies.
+        self._include_flags = tuple(f"-I{d}" for d in toolkit.include_dirs)
+        self._warmup = self.prepare(
+            CompileJob(WARMUP_SOURCE, name="asynccomp_warmup", arch=warmup_arch),
+            BackendOptions(warmup_arch, tvm_fast_path=False),
         )
         self.pool = NvrtcProcessPool(workers, self._warmup) if mode == "processes" else None
+        self._threads = _ThreadRunner(workers) if mode == "threads" else None
 
-    async def warm_up(self) -> None:
-        """Start the workers and compile a small program in each (threads: once)."""
-        if self.pool is not None:
-            await self.pool.warm_up()
-        else:
-            await anyio.to_thread.run_sync(compile_prepared, self._warmup)
-
-    async def aclose(self) -> None:
-        if self.pool is not None:
-            await self.pool.aclose()
-
-    def prepare(self, job: CompileJob, arch: str, *, dump: bool = False) -> PreparedCompile:
+    def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
         if self.toolkit.nvrtc_version is None:
             raise ToolkitNotFound(
                 f"NVRTC could not be loaded ({self.toolkit.nvrtc_error}); "
@@ -181,27 +93,48 @@ class NvrtcBackend(CompilerBackend):
             )
         output = job.output_format
         if job.exact_options:
-            options = list(job.options)
+            flags = list(job.options)
         else:
-            options = [f"--gpu-architecture={nvrtc_arch(arch, output)}"]
-            options += [f"-I{d}" for d in self.toolkit.include_dirs]
+            flags = [f"--gpu-architecture={nvrtc_arch(options.arch, output)}"]
+            flags += self._include_flags
             if output != "ptx":
-                options.append("--ptxas-options=-v")  # the resource report, always
-            options += job.options
-        if dump:
-            add_lineinfo(options)
-        fast_path = self.tvm_fast_path if job.tvm_fast_path is None else job.tvm_fast_path
-        fast = rewrite_tvm_preamble(job.source) if fast_path else None
+                flags.append("--ptxas-options=-v")  # the resource report, always
+            flags += job.options
+        if options.line_info and not has_line_info(flags):
+            flags.append("-lineinfo")
+        if options.split_compile > 0 and not any("split-compile" in f for f in flags):
+            flags.append(f"--split-compile={options.split_compile}")
+        fast = rewrite_tvm_preamble(job.source) if options.tvm_fast_path else None
         return PreparedCompile(
             backend=self.name,
             output=output,
-            arch=arch,
+            arch=options.arch,
             source=fast or job.source,
             fallback_source=job.source if fast else None,
             filename=f"{safe_stem(job.name)}.cu",
-            options=tuple(options),
+            options=tuple(flags),
             timeout=job.timeout,
         )
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        if self._threads is not None:
+            self._threads.task_group = task_group
+
+    async def warm_up(self) -> None:
+        """Start the workers and compile a small program in each (threads: once)."""
+        if self.pool is not None:
+            await self.pool.warm_up()
+        else:
+            await self._run_once(self._warmup)
+
+    def worker_count(self) -> int:
+        return len(self.pool.worker_pids()) if self.pool is not None else 0
+
+    async def aclose(self) -> None:
+        if self.pool is not None:
+            await self.pool.aclose()
+        if self._threads is not None:
+            self._threads.stop_all()
 
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
         out = await self._run_once(prepared)
@@ -215,31 +148,61 @@ class NvrtcBackend(CompilerBackend):
     async def _run_once(self, prepared: PreparedCompile) -> BackendOutput:
         if self.pool is not None:
             return await self.pool.run(prepared)
+        assert self._threads is not None
+        return await self._threads.run(prepared)
+
+
+class _ThreadRunner:
+    """NVRTC compiles in threads of this process, at most ``workers`` at once.
+
+    A thread cannot be killed, and NVRTC may call the flow callback that stops it only
+    seconds after being told to. So a job whose deadline passed (or that was cancelled)
+    returns at once, and its thread runs on, as a task of the engine's task group, until
+    NVRTC notices; it keeps its place in the limiter until then, so no more than
+    ``workers`` threads ever compile.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.limiter = anyio.CapacityLimiter(workers)
+        # anyio's default thread limiter (40) must not add a second, hidden queue.
+        self._threads = anyio.CapacityLimiter(math.inf)
+        self.task_group: anyio.abc.TaskGroup | None = None
+        self._running: set[threading.Event] = set()
+
+    async def run(self, prepared: PreparedCompile) -> BackendOutput:
+        assert self.task_group is not None, "the backend was not started"
         cancel = threading.Event()
-        async with anyio.create_task_group() as tg:
-            # The thread cannot be abandoned (NVRTC would go on compiling unseen), so
-            # to_thread waits for it even when cancelled; this watcher turns that
-            # cancellation into NVRTC's own, through the flow callback.
-            tg.start_soon(_set_when_cancelled, cancel)
-            out = await anyio.to_thread.run_sync(
-                compile_prepared, prepared, cancel, limiter=self._thread_limiter()
-            )
-            tg.cancel_scope.cancel()
-        # If NVRTC stopped because this task was cancelled, raise that now, not a result.
-        await anyio.lowlevel.checkpoint()
-        return out
+        started, done = anyio.Event(), anyio.Event()
+        outputs: list[BackendOutput] = []
 
-    def _thread_limiter(self) -> anyio.CapacityLimiter:
-        # The engine's own CapacityLimiter bounds NVRTC concurrency; anyio's default thread
-        # limiter (40 threads) must not add a second, hidden queue. Made on first use,
-        # inside the engine's event loop.
-        if self._threads is None:
-            self._threads = anyio.CapacityLimiter(1_000_000)
-        return self._threads
+        async def compile_in_thread() -> None:
+            self._running.add(cancel)
+            try:
+                async with self.limiter:
+                    started.set()
+                    out = await anyio.to_thread.run_sync(
+                        compile_prepared, prepared, cancel, limiter=self._threads
+                    )
+                    outputs.append(out)
+            finally:
+                self._running.discard(cancel)
+                done.set()
 
+        self.task_group.start_soon(compile_in_thread)
+        limit = None if prepared.timeout is None else prepared.timeout + KILL_GRACE
+        try:
+            await started.wait()  # the timeout counts from the start of the compile
+            with anyio.move_on_after(limit):
+                await done.wait()
+        finally:
+            if not done.is_set():
+                cancel.set()  # NVRTC stops at its next flow callback
+        if outputs:
+            return outputs[0]
+        return BackendOutput(
+            "timeout", None, "", "NVRTC did not stop at the timeout; its thread was left to stop"
+        )
 
-async def _set_when_cancelled(cancel: threading.Event) -> None:
-    try:
-        await anyio.sleep_forever()
-    finally:
-        cancel.set()
+    def stop_all(self) -> None:
+        for cancel in list(self._running):
+            cancel.set()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast, get_args
 
-from ..errors import AsyncCompError
+from ..errors import BenchError
 from ..job import Backend, parse_arch
 
 __all__ = (
@@ -30,11 +30,6 @@ __all__ = (
     "percentile",
     "summarize",
 )
-
-
-class BenchError(AsyncCompError, ValueError):
-    """The benchmark cannot run as asked: a bad setting, an empty corpus, a missing
-    optional part (the TVM facade, matplotlib for a plot)."""
 
 
 ConfigKind = Literal["tvm", "threads", "processes", "nvcc"]

@@ -216,8 +216,9 @@ class _Config:
             else:
                 # One batch, as a sweep submits it: the engine orders a batch's jobs
                 # (longest first), which single compile() calls would not let it do.
-                async for result in engine.as_completed(self.jobs):
-                    finished_one(result)
+                async with engine.as_completed(self.jobs) as completed:
+                    async for result in completed:
+                        finished_one(result)
             wall = time.perf_counter() - started
         report(wall)
         finished = [r for r in results if r is not None]

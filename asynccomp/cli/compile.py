@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from ..backends.base import safe_stem
+from ..backends._base import safe_stem
 from ..bench import text_table
 from ..dumps import result_record
 from ..engine import Engine
@@ -238,13 +238,14 @@ async def _compile(
     results: list[CompileResult] = []
     async with engine, anyio.create_task_group() as tg:
         tg.start_soon(_tick, display)
-        async for result in engine.as_completed(jobs):
-            results.append(result)
-            display.job_done(result)
-            name = _output_name(result, args.out)
-            if name is not None:
-                assert args.out is not None and result.binary is not None
-                (args.out / name).write_bytes(result.binary)
+        async with engine.as_completed(jobs) as completed:
+            async for result in completed:
+                results.append(result)
+                display.job_done(result)
+                name = _output_name(result, args.out)
+                if name is not None:
+                    assert args.out is not None and result.binary is not None
+                    (args.out / name).write_bytes(result.binary)
         tg.cancel_scope.cancel()
         versions = engine.toolkit.compiler_versions
     wall = time.monotonic() - started

@@ -27,8 +27,8 @@ def test_binary_loads_and_runs(backend: str, output: str) -> None:
         scale_kernel(3.0),
         name=f"scale_{backend}",
         backend=backend,  # type: ignore[arg-type]
-        output=output,
-    )  # type: ignore[arg-type]
+        output=output,  # type: ignore[arg-type]
+    )
     with SyncEngine(arch=ARCH, cache=False) as engine:
         result = engine.compile(job)
     binary = result.unwrap()

@@ -1,46 +1,17 @@
-"""The storage layer of asynccomp's content-addressed compile cache.
+"""The disk tier: one verified file per entry, shared by every process on the machine.
 
-A compiled kernel is stored under a key that hashes everything that decides its bytes
-(:func:`cache_key`): the source, the backend and output format, the architecture, the
-options, the compiler's identity and a fingerprint of the include folders
-(:func:`include_identity`). Two levels hold the entries:
-
-* :class:`MemoryCache`, an LRU dictionary bounded in bytes, for repeated jobs in one
-  process (an autotuner re-asking for a kernel it built a minute ago);
-* :class:`DiskCache`, one file per entry under ``<root>/v2/<key[:2]>/<key>.entry``,
-  shared by every process and every run on the machine, bounded in bytes and trimmed
-  least-recently-used first.
-
-Both are safe to use from several threads; :class:`DiskCache` is also safe to share
-between processes writing and reading the same keys at once: a write goes to a temp
-file in the same folder and is renamed into place, so a reader sees either no entry or
-a whole one. Every read is checked (magic bytes, format version, lengths, a sha256 over
+Entries live under ``<root>/v<format>/<key[:2]>/<key>.entry``. A write goes to a temp
+file in the same folder and is renamed into place, so a reader sees either no entry or a
+whole one. Every read is checked (magic bytes, format version, lengths, a sha256 over
 the whole entry): a damaged file is a miss, is deleted, and raises a
 :class:`CacheCorruptionWarning`. An I/O error while reading is a miss; one while writing
 is a :class:`CacheWriteWarning` (once per cache) and the entry is simply not kept. Only
 the :class:`DiskCache` constructor raises, :class:`CacheUnavailable`, when the folder
 cannot be created or written.
-
->>> import tempfile
->>> from pathlib import Path
->>> key = cache_key(source="__global__ void k() {}", backend="nvrtc", output="cubin",
-...                 arch="sm_90a", options=["-O3"], compiler_identity="nvrtc 13.0",
-...                 include_identity="")
->>> entry = CacheEntry(binary=b"\\x7fELF...", log="", metadata={"elapsed": 0.12})
->>> with tempfile.TemporaryDirectory() as folder:
-...     disk = DiskCache(Path(folder))
-...     disk.put(key, entry)
-...     disk.get(key) == entry
-True
-
-The cache folder defaults to ``$ASYNCCOMP_CACHE_DIR``, else the user cache folder
-(``~/.cache/asynccomp`` on Linux); see :func:`default_cache_dir`. Deleting it at any
-time is safe, even while processes use it.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -50,282 +21,15 @@ import struct
 import threading
 import time
 import warnings
-from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-import platformdirs
+from ..errors import CacheUnavailable
+from ._entry import CacheCorruptionWarning, CacheEntry, CacheReadWarning, CacheWriteWarning
+from ._keys import CACHE_FORMAT_VERSION
 
-from .errors import AsyncCompError
-
-__all__ = (
-    "CACHE_FORMAT_VERSION",
-    "CacheCorruptionWarning",
-    "CacheEntry",
-    "CacheReadWarning",
-    "CacheUnavailable",
-    "CacheWarning",
-    "CacheWriteWarning",
-    "DiskCache",
-    "MemoryCache",
-    "cache_key",
-    "clear_include_identity_cache",
-    "default_cache_dir",
-    "entry_size",
-    "include_identity",
-)
-
-#: Bumped whenever the key recipe or the file format changes: it is hashed into every
-#: key and names the on-disk subfolder, so old entries are never misread, only unused.
-CACHE_FORMAT_VERSION: int = 2
-
-#: The environment variable that overrides :func:`default_cache_dir`.
-CACHE_DIR_ENV = "ASYNCCOMP_CACHE_DIR"
-
-
-class CacheUnavailable(AsyncCompError, OSError):
-    """The disk cache folder cannot be created or written."""
-
-
-class CacheWarning(UserWarning):
-    """Base class of the warnings the compile cache issues."""
-
-
-class CacheCorruptionWarning(CacheWarning):
-    """A cache file was damaged (truncated, altered, not a cache entry); it was deleted."""
-
-
-class CacheReadWarning(CacheWarning):
-    """An I/O error made a cache read fail; the lookup counted as a miss."""
-
-
-class CacheWriteWarning(CacheWarning):
-    """An I/O error made a cache write fail; the entry was not kept."""
-
-
-@dataclass(frozen=True)
-class CacheEntry:
-    """One cached compile.
-
-    Attributes:
-        binary: the compiled bytes (cubin, fatbin or PTX).
-        log: the compiler log of the original compile.
-        metadata: JSON-serialisable details (backend, output, arch, elapsed, resources...).
-            Entries are shared between callers: treat it as read-only.
-        ok: ``False`` when the entry records a failed compile (failures are only
-            cached when asked for).
-    """
-
-    binary: bytes
-    log: str
-    metadata: Mapping[str, Any]
-    ok: bool = True
-
-
-# --------------------------------------------------------------------------- keys
-
-
-def cache_key(
-    *,
-    source: str,
-    backend: str,
-    output: str,
-    arch: str,
-    options: Sequence[str],
-    compiler_identity: str,
-    include_identity: str,
-    program_name: str = "",
-) -> str:
-    """The cache key of one compile: a sha256 hex digest (64 characters).
-
-    The small fields are encoded as one JSON list, which is unambiguous (``("ab", "c")``
-    and ``("a", "bc")`` differ, as do ``["-a", "-b"]`` and ``["-a -b"]``), followed by
-    the source's UTF-8 bytes, whose length the JSON records. The source is hashed as it
-    is rather than JSON-escaped: escaping a 100 KB kernel cost half a millisecond, most
-    of a cache hit. Option order is kept: it can change what the compiler does.
-    ``program_name`` is included because NVRTC writes it into diagnostics and debug info.
-    """
-    if isinstance(options, (str, bytes)):
-        # A string is a Sequence[str] of characters: almost surely a caller's mistake.
-        raise TypeError("options must be a sequence of strings, not a single string")
-    # surrogatepass: any Python str encodes, and distinct strs give distinct bytes.
-    text = source.encode("utf-8", "surrogatepass")
-    fields = [
-        "asynccomp-compile-cache",
-        CACHE_FORMAT_VERSION,
-        len(text),
-        backend,
-        output,
-        arch,
-        list(options),
-        compiler_identity,
-        include_identity,
-        program_name,
-    ]
-    # ensure_ascii escapes lone surrogates too, so any Python str encodes.
-    header = json.dumps(fields, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-    digest = hashlib.sha256(header)
-    digest.update(b"\n")
-    digest.update(text)
-    return digest.hexdigest()
-
-
-def default_cache_dir() -> Path:
-    """``$ASYNCCOMP_CACHE_DIR`` when set (and not empty), else the user cache folder
-    (``platformdirs.user_cache_dir("asynccomp")``, e.g. ``~/.cache/asynccomp``)."""
-    override = os.environ.get(CACHE_DIR_ENV)
-    if override:
-        return Path(override).expanduser()
-    return Path(platformdirs.user_cache_dir("asynccomp"))
-
-
-# Files whose change means the headers changed: the version headers of CUDA and CCCL
-# sit in subfolders that the top-level listing below does not see.
-_VERSION_FILES: tuple[str, ...] = (
-    "cuda/std/version",
-    "cuda/version",
-    "cuda/std/__cccl/version.h",
-    "thrust/version.h",
-    "cub/version.cuh",
-    "crt/host_config.h",
-    "crt/host_defines.h",
-)
-
-
-def include_identity(dirs: Sequence[Path]) -> str:
-    """A cheap fingerprint (sha256 hex) of the include folders, for :func:`cache_key`.
-
-    For each folder, in order: its resolved path, its own mtime and size, the mtime and
-    size of every file directly inside it, and of a few version headers in subfolders
-    (``cuda/std/version``, ``thrust/version.h``...). Installing or upgrading a toolkit
-    or the CCCL/runtime wheels changes it; missing folders are allowed.
-
-    It does not read file contents, so a header edited in place in a *subfolder* (other
-    than those version files) goes unnoticed; hash such headers into
-    ``compiler_identity`` yourself when you edit them. The result is cached per process
-    (keyed by the tuple of paths) so repeated calls cost about a microsecond; call
-    :func:`clear_include_identity_cache` after changing headers in a running process.
-    """
-    return _include_identity(tuple(dirs))
-
-
-def clear_include_identity_cache() -> None:
-    """Forget the fingerprints :func:`include_identity` computed in this process."""
-    _include_identity.cache_clear()
-
-
-def _stat_pair(path: Path) -> list[int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return [st.st_mtime_ns, st.st_size]
-
-
-@functools.lru_cache(maxsize=64)
-def _include_identity(dirs: tuple[Path, ...]) -> str:
-    parts: list[object] = []
-    for d in dirs:
-        resolved = os.path.realpath(d)
-        listing: list[list[object]] = []
-        try:
-            with os.scandir(resolved) as it:
-                for item in it:
-                    try:
-                        if item.is_file():
-                            st = item.stat()
-                            listing.append([item.name, st.st_mtime_ns, st.st_size])
-                    except OSError:
-                        continue  # vanished or unreadable: leave it out
-        except OSError:
-            pass  # missing or not a folder: its (missing) stat says so below
-        listing.sort()
-        base = Path(resolved)
-        versions = [[v, _stat_pair(base / v)] for v in _VERSION_FILES]
-        parts.append([resolved, _stat_pair(base), listing, versions])
-    encoded = json.dumps(parts, ensure_ascii=True, separators=(",", ":"))
-    return hashlib.sha256(encoded.encode("ascii")).hexdigest()
-
-
-# --------------------------------------------------------------------------- memory
-
-# What an entry costs beyond its binary and log (the objects, the metadata dict): a
-# fixed guess, because measuring the metadata on every put would cost more than it tells.
-_ENTRY_OVERHEAD = 512
-
-
-def entry_size(entry: CacheEntry) -> int:
-    """The bytes :class:`MemoryCache` charges for ``entry`` (an estimate)."""
-    return len(entry.binary) + len(entry.log) + _ENTRY_OVERHEAD
-
-
-class MemoryCache:
-    """An in-process LRU cache of entries, bounded by :func:`entry_size` in bytes.
-
-    Thread-safe: the engine uses it from the event loop and from worker threads.
-    """
-
-    def __init__(self, max_bytes: int = 256 * 2**20) -> None:
-        if max_bytes < 0:
-            raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, tuple[CacheEntry, int]] = OrderedDict()
-        self._size = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> CacheEntry | None:
-        """The entry under ``key`` (now the most recently used one), or ``None``."""
-        with self._lock:
-            item = self._entries.get(key)
-            if item is None:
-                return None
-            self._entries.move_to_end(key)
-            return item[0]
-
-    def put(self, key: str, entry: CacheEntry) -> None:
-        """Keep ``entry`` under ``key``, evicting least-recently-used entries to stay
-        within ``max_bytes``. An entry larger than ``max_bytes`` is not kept."""
-        size = entry_size(entry)
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._size -= old[1]
-            if size > self.max_bytes:
-                return
-            self._entries[key] = (entry, size)
-            self._size += size
-            while self._size > self.max_bytes:
-                _, (_, evicted) = self._entries.popitem(last=False)
-                self._size -= evicted
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-    def __contains__(self, key: object) -> bool:
-        """Whether ``key`` is held (without refreshing its recency)."""
-        with self._lock:
-            return key in self._entries
-
-    @property
-    def size_bytes(self) -> int:
-        """The bytes held, as :func:`entry_size` counts them."""
-        with self._lock:
-            return self._size
-
-    def clear(self) -> None:
-        """Drop every entry."""
-        with self._lock:
-            self._entries.clear()
-            self._size = 0
-
-    def __repr__(self) -> str:
-        return f"MemoryCache({len(self)} entries, {self.size_bytes}/{self.max_bytes} bytes)"
-
-
-# --------------------------------------------------------------------------- disk
+__all__ = ("DiskCache",)
 
 # File layout (all integers little-endian):
 #   magic    8 bytes   b"ACCACHE\0"

@@ -1,6 +1,6 @@
-"""The engine's compile cache: results keyed by everything that decides the output bytes.
+"""The engine's side of the cache: results keyed by everything that decides the output bytes.
 
-Two levels, checked in order: an in-memory LRU bounded in bytes
+Two tiers, checked in order: an in-memory LRU bounded in bytes
 (:class:`~asynccomp.cache.MemoryCache`) and an on-disk store shared between processes
 (:class:`~asynccomp.cache.DiskCache`). The key (:func:`~asynccomp.cache.cache_key`) is a
 SHA-256 over:
@@ -12,30 +12,31 @@ SHA-256 over:
   and path), and a fingerprint of the include folders it reads;
 - the cache format version.
 
-Failed compiles are not cached unless ``Engine(cache_failures=True)``.
+Failed compiles are not cached unless ``Engine(cache_failures=True)``. Lookups in memory
+are plain calls; disk lookups and writes block, and the scheduler runs them in threads.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
-import anyio.to_thread
+from ..backends import PreparedCompile
+from ..errors import CacheUnavailable, CompileError
+from ..job import CompileJob
+from ..ptxas import KernelResources, parse_resource_report
+from ..result import CompileResult
+from ..toolkit import Toolkit
+from ._disk import DiskCache
+from ._entry import CacheDirWarning, CacheEntry
+from ._keys import cache_key, include_identity
+from ._memory import MemoryCache
 
-from .backends.base import PreparedCompile
-from .cache import CacheEntry, CacheUnavailable, DiskCache, MemoryCache, cache_key, include_identity
-from .errors import CompileError
-from .job import CompileJob
-from .ptxas import KernelResources, parse_resource_report
-from .result import CompileResult
-from .toolkit import Toolkit
-
-__all__ = ("ResultCache",)
+__all__ = ("ResultCache", "compiler_identity")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -43,10 +44,6 @@ def _resources(log: str) -> Mapping[str, KernelResources]:
     # A hit hands back the log object its entry holds, whose hash Python keeps: the
     # report of a hot entry is parsed once, not on every hit (it was half a hit's cost).
     return MappingProxyType(parse_resource_report(log))
-
-
-class CacheDirWarning(UserWarning):
-    """The disk cache could not be used; the engine goes on with the memory level alone."""
 
 
 def compiler_identity(backend: str, toolkit: Toolkit) -> tuple[str, tuple[Path, ...]]:
@@ -59,7 +56,11 @@ def compiler_identity(backend: str, toolkit: Toolkit) -> tuple[str, tuple[Path, 
 
 
 class ResultCache:
-    """Memory + optional disk cache of :class:`~asynccomp.CompileResult` s."""
+    """Memory + optional disk cache of :class:`~asynccomp.CompileResult` s.
+
+    ``disk_dir=None`` keeps the memory tier only; a folder that cannot be used issues a
+    :class:`~asynccomp.cache.CacheDirWarning` and does the same.
+    """
 
     def __init__(
         self,
@@ -100,17 +101,24 @@ class ResultCache:
             program_name=prepared.filename,
         )
 
-    async def lookup(
-        self, key: str, job: CompileJob, prepared: PreparedCompile
-    ) -> CompileResult | None:
-        started = time.monotonic()
-        entry = self.memory.get(key)
-        if entry is None and self.disk is not None:
-            entry = await anyio.to_thread.run_sync(self.disk.get, key)
+    def from_memory(self, key: str) -> CacheEntry | None:
+        return self.memory.get(key)
+
+    def from_disk(self, keys: Sequence[str]) -> list[CacheEntry | None]:
+        """Blocking: the disk entries of ``keys`` (hits are kept in memory too)."""
+        if self.disk is None:
+            return [None] * len(keys)
+        entries = []
+        for key in keys:
+            entry = self.disk.get(key)
             if entry is not None:
                 self.memory.put(key, entry)
-        if entry is None:
-            return None
+            entries.append(entry)
+        return entries
+
+    @staticmethod
+    def result(entry: CacheEntry, job: CompileJob, prepared: PreparedCompile) -> CompileResult:
+        """The result a cache entry gives ``job``."""
         error = None
         if not entry.ok:
             error = CompileError(
@@ -123,14 +131,14 @@ class ResultCache:
             binary=entry.binary if entry.ok else None,
             log=entry.log,
             error=error,
-            elapsed=time.monotonic() - started,
-            queued=0.0,
             command=prepared.options,
             resources=_resources(entry.log),
             cached=True,
         )
 
-    async def store(self, key: str, result: CompileResult) -> None:
+    def remember(self, key: str, result: CompileResult) -> CacheEntry | None:
+        """Keep ``result`` in memory; returns the entry the disk should get (``None``
+        when the result is not to be cached: a timeout, a crash, an unasked failure)."""
         if result.ok:
             assert result.binary is not None
             entry = CacheEntry(result.binary, result.log, _metadata(result))
@@ -140,10 +148,14 @@ class ResultCache:
                 b"", result.log, {**_metadata(result), "error": str(result.error)}, ok=False
             )
         else:
-            return
+            return None
         self.memory.put(key, entry)
+        return entry
+
+    def write(self, key: str, entry: CacheEntry) -> None:
+        """Blocking: store ``entry`` on disk (a no-op without the disk tier)."""
         if self.disk is not None:
-            await anyio.to_thread.run_sync(self.disk.put, key, entry)
+            self.disk.put(key, entry)
 
 
 def _metadata(result: CompileResult) -> dict[str, object]:

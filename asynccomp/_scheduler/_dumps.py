@@ -1,0 +1,107 @@
+"""The engine's dump roots: which folder a job's dump goes to, and writing it off the
+event loop.
+
+One :class:`~asynccomp.dumps.DumpRoot` per root folder per engine, made on first use
+from worker threads under a lock: two roots for one folder would number their job
+folders from the same sequence number.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import anyio.to_thread
+
+from ..backends import PreparedCompile
+from ..dumps import DumpRoot, default_dump_root
+from ..job import CompileJob
+from ..result import CompileResult
+
+__all__ = ("DumpRegistry",)
+
+
+class DumpRegistry:
+    """The dump roots of one engine; ``engine_root`` is ``Engine(dump_dir=...)``."""
+
+    def __init__(self, engine_root: Path | None) -> None:
+        self.engine_root = engine_root
+        self._roots: dict[Path, DumpRoot] = {}
+        self._lock = threading.Lock()
+
+    def wants(self, job: CompileJob) -> bool:
+        """Whether ``job`` is dumped."""
+        return job.dump is not False or self.engine_root is not None
+
+    def open_engine_root(self) -> None:
+        """Blocking: make and check the engine's own root (an unusable one raises
+        :class:`~asynccomp.DumpDirError` as the engine starts, before any job runs)."""
+        if self.engine_root is not None:
+            self._root(self.engine_root)
+
+    def _root(self, path: Path) -> DumpRoot:
+        with self._lock:
+            root = self._roots.get(path)
+            if root is None:
+                root = self._roots[path] = DumpRoot(path)
+            return root
+
+    def root_of(self, job: CompileJob) -> DumpRoot:
+        """Blocking: the root ``job`` dumps into (its own wins over the engine's)."""
+        return self._root(job.dump_root or self.engine_root or default_dump_root())
+
+    async def start(
+        self, job: CompileJob, prepared: PreparedCompile, warnings: list[str]
+    ) -> Path | None:
+        """The job's new folder, with its source and command written (so a hang still
+        leaves a reproduction); ``None``, and a warning, when that fails."""
+
+        def start() -> Path:
+            root = self.root_of(job)
+            folder = root.make_job_folder(job, prepared)
+            root.write_inputs(folder, prepared)
+            return folder
+
+        try:
+            return await anyio.to_thread.run_sync(start)
+        except OSError as exc:  # DumpDirError is one too
+            warnings.append(f"dump not written: {exc}")
+            return None
+
+    async def finish(
+        self,
+        folder: Path,
+        prepared: PreparedCompile,
+        result: CompileResult,
+        versions: dict[str, str | None],
+    ) -> CompileResult:
+        """Write the log, binary, ``result.json`` and the manifest line; the result
+        comes back with its ``dump_dir`` (and a warning if the writing failed)."""
+        result = replace(result, dump_dir=folder)
+
+        def finish() -> None:
+            self.root_of(result.job).write_outputs(folder, prepared, result, versions)
+
+        try:
+            await anyio.to_thread.run_sync(finish)
+        except OSError as exc:
+            result = replace(
+                result, warnings=(*result.warnings, f"dump not completed in {folder}: {exc}")
+            )
+        return result
+
+    async def dump(
+        self,
+        prepared: PreparedCompile,
+        result: CompileResult,
+        versions: dict[str, str | None],
+    ) -> CompileResult:
+        """Both steps at once, for a result that needed no compile (a cache hit, a
+        result shared from an identical job's compile)."""
+        warnings: list[str] = []
+        folder = await self.start(result.job, prepared, warnings)
+        if warnings:
+            return replace(result, warnings=(*result.warnings, *warnings))
+        assert folder is not None
+        return await self.finish(folder, prepared, result, versions)

@@ -1,0 +1,288 @@
+"""The way of a job through the engine: plan -> cache -> coalesce -> queue -> compile.
+
+:meth:`Scheduler.run` takes a batch through it:
+
+1. The whole batch is outlined (:mod:`._plan`): architectures, estimates, queue order.
+2. Chunk by chunk, longest jobs first, jobs are rendered and looked up: in the memory
+   tier at once, in the disk tier with one thread call per chunk. Hits are delivered.
+3. A miss whose key is already being compiled follows that compile (:mod:`._coalesce`);
+   otherwise it is queued for a slot of its backend (:mod:`._dispatch`).
+4. When a slot frees, the queue starts the job's compile as a task of its batch's task
+   group: dump folder, compile, result, memory tier, delivery to the job and to its
+   followers, then the disk tier.
+
+Only compiles that hold a slot have a task; a queued job or a follower is a small entry.
+Every exception a job can cause ends as that job's result (a ``CompileError``), never
+as an exception that would cost the other jobs of the batch theirs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+from ..backends import CompilerBackend
+from ..cache import CacheEntry, ResultCache
+from ..cost import CostModel
+from ..errors import CompileTimeout
+from ..job import CompileJob
+from ..result import CompileResult
+from ..toolkit import Toolkit
+from ._batch import Batch
+from ._coalesce import Coalescer
+from ._counters import Counters
+from ._dispatch import SlotQueue
+from ._dumps import DumpRegistry
+from ._plan import PlannedJob, Planner
+from ._results import from_output, internal_failure, shared
+
+__all__ = ("CHUNK", "Scheduler")
+
+logger = logging.getLogger("asynccomp")
+
+#: Jobs rendered and looked up per step: small enough that a step never holds the event
+#: loop for long, large enough that a disk lookup's thread hop is shared.
+CHUNK = 64
+
+
+class Scheduler:
+    """The shared state of one engine's jobs: queues, in-flight compiles, counters."""
+
+    def __init__(
+        self,
+        *,
+        planner: Planner,
+        toolkit: Toolkit,
+        backends: Mapping[str, CompilerBackend],
+        slots: Mapping[str, int],
+        cache: ResultCache | None,
+        dumps: DumpRegistry,
+        cost_model: CostModel,
+        counters: Counters,
+    ) -> None:
+        self.planner = planner
+        self.toolkit = toolkit
+        self.backends = backends
+        self.cache = cache
+        self.dumps = dumps
+        self.cost_model = cost_model
+        self.counters = counters
+        self.queues = {name: SlotQueue(total, self._start) for name, total in slots.items()}
+        self.coalescer: Coalescer[PlannedJob] = Coalescer()
+
+    @property
+    def waiting(self) -> int:
+        """Jobs queued for a slot now."""
+        return sum(queue.waiting for queue in self.queues.values())
+
+    # -- a batch -------------------------------------------------------------------------
+
+    async def run(self, batch: Batch, jobs: Sequence[CompileJob]) -> None:
+        """Take ``batch`` (made for ``jobs``) to its end; its results go to its sink.
+        Cancelled, it withdraws what it has queued and cancels its compiles."""
+        async with anyio.create_task_group() as tg:
+            batch.task_group = tg
+            try:
+                await self._submit(batch, jobs)
+                await batch.finished.wait()
+            finally:
+                self._withdraw(batch)
+
+    async def _submit(self, batch: Batch, jobs: Sequence[CompileJob]) -> None:
+        outlines, failed = self.planner.outline(jobs)
+        self.counters.submitted += len(jobs)
+        for index, result in failed:
+            self._deliver(batch, index, result)
+        for start in range(0, len(outlines), CHUNK):
+            # Between chunks other tasks run, and a cancelled caller stops here.
+            await anyio.lowlevel.checkpoint()
+            planned: list[PlannedJob] = []
+            for outline in outlines[start : start + CHUNK]:
+                job = jobs[outline.index]
+                try:
+                    plan = self.planner.plan(batch, job, outline)
+                except Exception as exc:  # a bug: that job's result, not the batch's
+                    logger.exception("asynccomp: planning job %r failed", job.name)
+                    plan = internal_failure(job, None, exc)
+                if isinstance(plan, CompileResult):
+                    self._deliver(batch, outline.index, plan)
+                else:
+                    planned.append(plan)
+            await self._look_up(planned)
+
+    async def _look_up(self, planned: list[PlannedJob]) -> None:
+        """Deliver the cache hits among ``planned``; queue (or coalesce) the misses."""
+        cache = self.cache
+        if cache is None:
+            for p in planned:
+                self._enqueue(p)
+            return
+        hits: list[tuple[PlannedJob, CacheEntry]] = []
+        misses: list[PlannedJob] = []
+        for p in planned:
+            assert p.key is not None
+            entry = cache.from_memory(p.key)
+            if entry is not None:
+                hits.append((p, entry))
+            else:
+                misses.append(p)
+        if misses and cache.disk is not None:
+            keys = [p.key for p in misses if p.key is not None]
+            try:
+                entries = await anyio.to_thread.run_sync(cache.from_disk, keys)
+            except Exception:  # DiskCache reports its own I/O errors; this is a bug
+                logger.exception("asynccomp: disk cache lookup failed")
+                entries = [None] * len(misses)
+            still: list[PlannedJob] = []
+            for p, found in zip(misses, entries, strict=True):
+                if found is None:
+                    still.append(p)
+                else:
+                    hits.append((p, found))
+            misses = still
+        for p in misses:
+            self._enqueue(p)
+        for p, entry in hits:
+            result = replace(
+                cache.result(entry, p.job, p.prepared), queued=time.monotonic() - p.submitted
+            )
+            self.counters.cache_hits += 1
+            if p.dumps:
+                result = await self.dumps.dump(p.prepared, result, self._versions())
+            self._deliver(p.batch, p.index, result)
+
+    def _enqueue(self, p: PlannedJob) -> None:
+        """Follow an identical compile under way, or queue for a slot."""
+        if p.key is not None and self.coalescer.follow_or_lead(p.key, p):
+            p.batch.following[p.index] = p
+            return
+        entry = self.queues[p.backend].submit(p.priority, p)
+        if entry.live:  # not started at once
+            p.batch.queued[p.index] = entry
+
+    def _withdraw(self, batch: Batch) -> None:
+        """The batch is over (done or cancelled): nothing of it may start any more."""
+        for p in batch.following.values():
+            assert p.key is not None
+            self.coalescer.leave(p.key, p)
+        batch.following.clear()
+        entries = list(batch.queued.values())
+        batch.queued.clear()
+        for entry in entries:
+            self.queues[entry.item.backend].withdraw(entry)
+            # It was queued as a leader: followers from other batches need a new one.
+            self._hand_on(entry.item)
+
+    # -- one compile ---------------------------------------------------------------------
+
+    def _start(self, p: PlannedJob) -> None:
+        """A slot is free for ``p`` (called by its queue)."""
+        p.batch.queued.pop(p.index, None)
+        assert p.batch.task_group is not None
+        p.batch.task_group.start_soon(self._compile, p)
+
+    async def _compile(self, p: PlannedJob) -> None:
+        result: CompileResult | None = None
+        try:
+            result = await self._compile_one(p)
+        except Exception as exc:  # a bug or an OS error of ours: this job's result only
+            logger.exception("asynccomp: job %r failed inside asynccomp", p.job.name)
+            result = internal_failure(p.job, p.prepared, exc)
+        finally:
+            self.queues[p.backend].release()
+            if result is None:  # cancelled
+                self._hand_on(p)
+        await self._complete(p, result)
+
+    async def _compile_one(self, p: PlannedJob) -> CompileResult:
+        job, prepared = p.job, p.prepared
+        warnings: list[str] = []
+        folder = await self.dumps.start(job, prepared, warnings) if p.dumps else None
+        if folder is not None and prepared.backend == "nvcc":
+            prepared = replace(prepared, keep_dir=str(folder))
+        counters = self.counters
+        counters.compiled += 1
+        counters.running += 1
+        started = time.monotonic()
+        try:
+            out = await self.backends[prepared.backend].run(prepared)
+        finally:
+            counters.running -= 1
+        elapsed = time.monotonic() - started
+        if out.status in ("ok", "failed"):  # timeouts and crashes say nothing of cost
+            self.cost_model.observe(job.backend, (prepared.arch, *job.options), job.source, elapsed)
+        result = from_output(job, prepared, out, elapsed=elapsed, queued=started - p.submitted)
+        if warnings:
+            result = replace(result, warnings=(*warnings, *result.warnings))
+        if folder is not None:
+            result = await self.dumps.finish(folder, prepared, result, self._versions())
+        return result
+
+    async def _complete(self, leader: PlannedJob, result: CompileResult) -> None:
+        """Deliver ``result`` to its job and to the jobs that waited for it; cache it."""
+        cache, key = self.cache, leader.key
+        entry = cache.remember(key, result) if cache is not None and key is not None else None
+        followers = self.coalescer.finish(key, leader) if key is not None else []
+        self._deliver(leader.batch, leader.index, result)
+        now = time.monotonic()
+        for f in followers:
+            del f.batch.following[f.index]
+            if not _answers(result, f.job):
+                self._enqueue(f)  # e.g. it allows more time than the compile that timed out
+                continue
+            mine = shared(result, f.job, queued=now - f.submitted)
+            self.counters.deduplicated += 1
+            if f.dumps:
+                assert f.batch.task_group is not None
+                f.batch.task_group.start_soon(self._dump_and_deliver, f, mine)
+            else:
+                self._deliver(f.batch, f.index, mine)
+        if entry is not None and cache is not None and cache.disk is not None:
+            assert key is not None
+            await anyio.to_thread.run_sync(cache.write, key, entry)
+
+    async def _dump_and_deliver(self, p: PlannedJob, result: CompileResult) -> None:
+        try:
+            result = await self.dumps.dump(p.prepared, result, self._versions())
+        finally:
+            self._deliver(p.batch, p.index, result)
+
+    def _hand_on(self, leader: PlannedJob) -> None:
+        """``leader`` will not compile after all: its followers queue again (the first
+        becomes the new leader, the others follow it)."""
+        if leader.key is None:
+            return
+        for f in self.coalescer.finish(leader.key, leader):
+            del f.batch.following[f.index]
+            self._enqueue(f)
+
+    # -- results -------------------------------------------------------------------------
+
+    def _deliver(self, batch: Batch, index: int, result: CompileResult) -> None:
+        counters = self.counters
+        counters.completed += 1
+        if result.ok:
+            counters.succeeded += 1
+        else:
+            counters.failed += 1
+            if isinstance(result.error, CompileTimeout):
+                counters.timed_out += 1
+        batch.deliver(index, result)
+
+    def _versions(self) -> dict[str, str | None]:
+        return self.toolkit.compiler_versions
+
+
+def _answers(result: CompileResult, job: CompileJob) -> bool:
+    """Whether another job's compile answers ``job`` too: always, but for a timeout
+    that ``job``, allowed more time, might not have run into."""
+    error = result.error
+    if not isinstance(error, CompileTimeout):
+        return True
+    return job.timeout is not None and job.timeout <= error.timeout

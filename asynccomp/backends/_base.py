@@ -1,0 +1,147 @@
+"""What every backend takes and gives back.
+
+A backend works in two steps so that the scheduler can look at a compile before it runs:
+
+- ``prepare(job, options)`` renders the exact source text and command line (a plain
+  function, no I/O). :class:`BackendOptions` carries what asynccomp asks of the compiler
+  besides the job's own flags; each backend renders it its own way, and nothing outside
+  the backend edits the result. The scheduler hashes the result for the cache and
+  writes it into dump folders.
+- ``run(prepared)`` compiles (async; blocking work goes to threads or subprocesses) and
+  returns a :class:`BackendOutput`. Compile failures, timeouts and failures of the
+  backend's own files are reported there, not raised; an exception means a bug or a
+  cancellation.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import anyio.abc
+
+from ..job import CompileJob, OutputFormat
+from ..toolkit import Toolkit
+
+__all__ = (
+    "BackendOptions",
+    "BackendOutput",
+    "CompilerBackend",
+    "PreparedCompile",
+    "Status",
+    "has_line_info",
+    "safe_stem",
+)
+
+#: ``ok``: a binary; ``failed``: the compiler rejected the source or options; ``empty``:
+#: it succeeded but wrote nothing; ``timeout``: stopped at the job's timeout or by a
+#: cancel; ``crashed``: the worker process died (or none could start); ``internal``:
+#: the backend's own files or calls failed (a full disk, an API error).
+Status = Literal["ok", "failed", "empty", "timeout", "crashed", "internal"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def safe_stem(name: str, limit: int = 60) -> str:
+    """A file-name-safe form of a job name (``"a/b c"`` -> ``"a_b_c"``), never empty and
+    never starting with ``-`` (a file name a compiler would take for an option)."""
+    stem = _UNSAFE.sub("_", name).strip("._-")[:limit].rstrip("._-")
+    return stem or "kernel"
+
+
+def has_line_info(options: tuple[str, ...] | list[str]) -> bool:
+    """Whether the options already ask for line info (either spelling)."""
+    return "-lineinfo" in options or "--generate-line-info" in options
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """What asynccomp asks of a compiler for one job, besides the job's own flags.
+
+    Each backend renders it into its command line (``NvrtcBackend.prepare``,
+    ``NvccBackend.prepare``): the one place an option is spelled.
+
+    Attributes:
+        arch: the architecture, ``sm_90a`` style (already resolved).
+        line_info: add ``-lineinfo`` (dumps: profilers map SASS back to the source).
+        keep_intermediates: nvcc's ``--keep`` (dumps).
+        split_compile: ``--split-compile=N`` when positive.
+        tvm_fast_path: NVRTC: compile TVM's preamble with the fast path.
+    """
+
+    arch: str
+    line_info: bool = False
+    keep_intermediates: bool = False
+    split_compile: int = 0
+    tvm_fast_path: bool = True
+
+
+@dataclass(frozen=True)
+class PreparedCompile:
+    """A compile rendered down to what the compiler receives. Picklable.
+
+    ``options`` is NVRTC's option list, or nvcc's whole argv (``argv[0]`` is nvcc) with
+    file names relative to the folder it runs in.
+    """
+
+    backend: str
+    output: OutputFormat
+    arch: str
+    source: str
+    filename: str
+    options: tuple[str, ...]
+    timeout: float | None = None
+    keep_dir: str | None = None
+    # The user's own source, when ``source`` is a faster rewrite of it (the TVM preamble
+    # fast path): compiled instead if the rewrite fails, so diagnostics are the user's.
+    fallback_source: str | None = None
+
+    @property
+    def binary_name(self) -> str:
+        return self.filename.rsplit(".", 1)[0] + "." + self.output
+
+
+@dataclass(frozen=True)
+class BackendOutput:
+    """What a compile produced: the binary when ``status == "ok"``, and the whole log."""
+
+    status: Status
+    binary: bytes | None
+    log: str
+    message: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+class CompilerBackend(abc.ABC):
+    """One compiler. Instances live as long as their engine: :meth:`start` when it
+    starts (with a task group the backend may run background work in), :meth:`aclose`
+    when it closes."""
+
+    name: ClassVar[str]
+
+    def __init__(self, toolkit: Toolkit) -> None:
+        self.toolkit = toolkit
+
+    @abc.abstractmethod
+    def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
+        """Render ``job`` with ``options``. Raises ToolkitNotFound if the compiler is
+        missing. Plain code, no I/O."""
+
+    @abc.abstractmethod
+    async def run(self, prepared: PreparedCompile) -> BackendOutput:
+        """Compile; honour ``prepared.timeout``; stop the compiler if cancelled."""
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:  # noqa: B027 - optional
+        """Called once as the engine starts; ``task_group`` lives until it closes."""
+
+    async def warm_up(self) -> None:  # noqa: B027 - optional hook
+        """Pay first-compile costs now (start workers, load libraries)."""
+
+    def worker_count(self) -> int:
+        """Worker processes alive now (0 for backends that keep none)."""
+        return 0
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
+        """Release what the backend holds (worker processes, threads, ...)."""

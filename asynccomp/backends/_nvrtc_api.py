@@ -1,0 +1,120 @@
+"""One NVRTC compile through ``cuda.bindings.nvrtc``, in the calling thread or process.
+
+Used by the thread runner of :class:`~asynccomp.backends.NvrtcBackend` and by the worker
+processes (:mod:`._nvrtc_worker`). It never raises for anything a job can cause: compile
+errors, an empty output and NVRTC API errors all come back as a
+:class:`~asynccomp.backends._base.BackendOutput`, so one job never takes its batch (or
+its worker process) down.
+
+A running compile is cancelled through ``nvrtcSetFlowCallback`` (NVRTC 12.8+): NVRTC
+calls back at points during the compile and stops with ``NVRTC_ERROR_CANCELLED`` once
+the callback returns 1. Those points can be seconds apart in a long front end, which is
+why the callers also enforce a deadline of their own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from typing import Any
+
+from ._base import BackendOutput, PreparedCompile
+
+__all__ = ("NvrtcApiError", "compile_prepared")
+
+_FLOW_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class NvrtcApiError(Exception):
+    """An NVRTC call other than the compile itself failed (internal to this module)."""
+
+
+def _check(nvrtc: Any, err: Any, what: str) -> None:
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise NvrtcApiError(f"{what} failed: {err!r}")
+
+
+def _program_log(nvrtc: Any, prog: Any) -> str:
+    err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS or size <= 1:
+        return ""
+    buf = b" " * int(size)
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return bytes(buf).rstrip(b"\x00").decode("utf-8", errors="replace")
+
+
+def _output(nvrtc: Any, prog: Any, output: str) -> bytes:
+    if output == "ptx":
+        err, size = nvrtc.nvrtcGetPTXSize(prog)
+        _check(nvrtc, err, "nvrtcGetPTXSize")
+        buf = b" " * int(size)
+        if size:
+            _check(nvrtc, nvrtc.nvrtcGetPTX(prog, buf)[0], "nvrtcGetPTX")
+        # PTX is text: drop the terminating NUL (asynccomp.tvm puts it back, as TVM keeps it).
+        return buf.rstrip(b"\x00")
+    err, size = nvrtc.nvrtcGetCUBINSize(prog)
+    _check(nvrtc, err, "nvrtcGetCUBINSize")
+    cubin = b" " * int(size)
+    if size:
+        _check(nvrtc, nvrtc.nvrtcGetCUBIN(prog, cubin)[0], "nvrtcGetCUBIN")
+    return cubin
+
+
+def compile_prepared(
+    prepared: PreparedCompile, cancel: threading.Event | None = None
+) -> BackendOutput:
+    """Compile with NVRTC in the calling thread. Returns status ``"timeout"`` when
+    ``cancel`` was set or ``prepared.timeout`` ran out while compiling, ``"empty"`` when
+    NVRTC succeeded without a binary (``-dlto``, a ``compute_`` architecture for cubin),
+    ``"internal"`` for an NVRTC API error; never raises for those."""
+    try:
+        from cuda.bindings import nvrtc
+    except Exception as exc:  # ImportError, or the library failing to load
+        return BackendOutput("internal", None, "", f"NVRTC could not be loaded: {exc!r}")
+
+    deadline = None if prepared.timeout is None else time.monotonic() + prepared.timeout
+    stopped = False
+
+    def flow(_payload: int | None, _reserved: int | None) -> int:
+        nonlocal stopped
+        if not stopped and (
+            (cancel is not None and cancel.is_set())
+            or (deadline is not None and time.monotonic() > deadline)
+        ):
+            stopped = True
+        return 1 if stopped else 0
+
+    callback = _FLOW_CALLBACK(flow)  # kept referenced until the compile returns
+    try:
+        # The job checked that its source and options encode (CompileJob); surrogates
+        # could only come from a PreparedCompile built by hand.
+        source = prepared.source.encode("utf-8", "surrogateescape")
+        err, prog = nvrtc.nvrtcCreateProgram(source, prepared.filename.encode(), 0, [], [])
+        _check(nvrtc, err, "nvrtcCreateProgram")
+    except (NvrtcApiError, UnicodeEncodeError) as exc:
+        return BackendOutput("internal", None, "", f"NVRTC program not created: {exc}")
+    log = ""
+    try:
+        if cancel is not None or deadline is not None:
+            address = ctypes.cast(callback, ctypes.c_void_p).value
+            _check(nvrtc, nvrtc.nvrtcSetFlowCallback(prog, address, 0)[0], "nvrtcSetFlowCallback")
+        options = [o.encode("utf-8", "surrogateescape") for o in prepared.options]
+        (result,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
+        log = _program_log(nvrtc, prog)
+        if result == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            binary = _output(nvrtc, prog, prepared.output)
+            if not binary:
+                return BackendOutput(
+                    "empty", None, log, f"NVRTC succeeded but produced no {prepared.output}"
+                )
+            return BackendOutput("ok", binary, log)
+        if result == nvrtc.nvrtcResult.NVRTC_ERROR_CANCELLED or stopped:
+            return BackendOutput("timeout", None, log, "NVRTC compile cancelled")
+        _, text = nvrtc.nvrtcGetErrorString(result)
+        message = text.decode() if isinstance(text, bytes) else str(text)
+        return BackendOutput("failed", None, log, f"NVRTC compilation failed ({message})")
+    except NvrtcApiError as exc:
+        return BackendOutput("internal", None, log, f"NVRTC API error: {exc}")
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)

@@ -1,0 +1,76 @@
+"""asynccomp's content-addressed compile cache.
+
+A compiled kernel is stored under a key that hashes everything that decides its bytes
+(:func:`cache_key`): the source, the backend and output format, the architecture, the
+options, the compiler's identity and a fingerprint of the include folders
+(:func:`include_identity`). Tiers, checked in order:
+
+* :class:`MemoryCache`, an LRU dictionary bounded in bytes, for repeated jobs in one
+  process (an autotuner re-asking for a kernel it built a minute ago);
+* :class:`DiskCache`, one verified file per entry under ``<root>/v2/<key[:2]>/``,
+  shared by every process and every run on the machine, bounded in bytes and trimmed
+  least-recently-used first.
+
+Both are safe to use from several threads, and :class:`DiskCache` from several
+processes at once. The engine's side (keys from a prepared compile, results from
+entries) is :class:`ResultCache`.
+
+>>> import tempfile
+>>> from pathlib import Path
+>>> key = cache_key(source="__global__ void k() {}", backend="nvrtc", output="cubin",
+...                 arch="sm_90a", options=["-O3"], compiler_identity="nvrtc 13.0",
+...                 include_identity="")
+>>> entry = CacheEntry(binary=b"\\x7fELF...", log="", metadata={"elapsed": 0.12})
+>>> with tempfile.TemporaryDirectory() as folder:
+...     disk = DiskCache(Path(folder))
+...     disk.put(key, entry)
+...     disk.get(key) == entry
+True
+
+The cache folder defaults to ``$ASYNCCOMP_CACHE_DIR``, else the user cache folder
+(``~/.cache/asynccomp`` on Linux); see :func:`default_cache_dir`. Deleting it at any
+time is safe, even while processes use it.
+"""
+
+from __future__ import annotations
+
+from ..errors import CacheUnavailable, CacheWarning
+from ._disk import DiskCache
+from ._entry import (
+    CacheCorruptionWarning,
+    CacheDirWarning,
+    CacheEntry,
+    CacheReadWarning,
+    CacheWriteWarning,
+)
+from ._keys import (
+    CACHE_DIR_ENV,
+    CACHE_FORMAT_VERSION,
+    cache_key,
+    clear_include_identity_cache,
+    default_cache_dir,
+    include_identity,
+)
+from ._memory import MemoryCache, entry_size
+from ._results import ResultCache, compiler_identity
+
+__all__ = (
+    "CACHE_DIR_ENV",
+    "CACHE_FORMAT_VERSION",
+    "CacheCorruptionWarning",
+    "CacheDirWarning",
+    "CacheEntry",
+    "CacheReadWarning",
+    "CacheUnavailable",
+    "CacheWarning",
+    "CacheWriteWarning",
+    "DiskCache",
+    "MemoryCache",
+    "ResultCache",
+    "cache_key",
+    "clear_include_identity_cache",
+    "compiler_identity",
+    "default_cache_dir",
+    "entry_size",
+    "include_identity",
+)

@@ -1,0 +1,52 @@
+"""One cached compile, and the warnings the cache issues."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CacheWarning
+
+__all__ = (
+    "CacheCorruptionWarning",
+    "CacheDirWarning",
+    "CacheEntry",
+    "CacheReadWarning",
+    "CacheWriteWarning",
+)
+
+
+class CacheCorruptionWarning(CacheWarning):
+    """A cache file was damaged (truncated, altered, not a cache entry); it was deleted."""
+
+
+class CacheReadWarning(CacheWarning):
+    """An I/O error made a cache read fail; the lookup counted as a miss."""
+
+
+class CacheWriteWarning(CacheWarning):
+    """An I/O error made a cache write fail; the entry was not kept."""
+
+
+class CacheDirWarning(CacheWarning):
+    """The disk cache could not be used; the engine goes on with the memory level alone."""
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One cached compile.
+
+    Attributes:
+        binary: the compiled bytes (cubin, fatbin or PTX).
+        log: the compiler log of the original compile.
+        metadata: JSON-serialisable details (backend, output, arch, elapsed, resources...).
+            Entries are shared between callers: treat it as read-only.
+        ok: ``False`` when the entry records a failed compile (failures are only
+            cached when asked for).
+    """
+
+    binary: bytes
+    log: str
+    metadata: Mapping[str, Any]
+    ok: bool = True

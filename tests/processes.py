@@ -1,0 +1,44 @@
+"""Looking at the processes a test started, or left behind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+import psutil
+
+__all__ = ("compiler_processes", "nvrtc_workers", "wait_until")
+
+_COMPILERS = ("nvcc", "cicc", "ptxas", "fatbinary", "cudafe", "_nvrtc_worker")
+
+
+def _ours(words: tuple[str, ...]) -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if any(word in " ".join(child.cmdline()) for word in words):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def compiler_processes() -> list[psutil.Process]:
+    """Compiler processes (nvcc and its tools, NVRTC workers) below this test process.
+
+    Other children, such as multiprocessing's resource tracker left by other tests, are
+    not ours to judge."""
+    return _ours(_COMPILERS)
+
+
+def nvrtc_workers() -> list[int]:
+    """Process ids of the NVRTC worker processes below this test process."""
+    return sorted(p.pid for p in _ours(("_nvrtc_worker",)))
+
+
+async def wait_until(predicate: Callable[[], bool], within: float = 60.0) -> None:
+    """Poll ``predicate`` until it holds (it looks at processes and counters, which
+    signal nothing), failing after ``within`` seconds."""
+    with anyio.fail_after(within):
+        while not predicate():  # noqa: ASYNC110 - nothing to wait on but the predicate
+            await anyio.sleep(0.01)
