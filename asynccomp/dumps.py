@@ -37,7 +37,7 @@ from .errors import CompileTimeout, DumpDirError
 from .job import CompileJob
 from .result import CompileResult
 
-__all__ = ("DumpRoot", "default_dump_root", "job_key")
+__all__ = ("DumpRoot", "default_dump_root", "job_key", "result_record")
 
 MANIFEST = "manifest.jsonl"
 

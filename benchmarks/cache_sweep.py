@@ -72,7 +72,7 @@ async def hit_latency(jobs: list[CompileJob], cache_dir: Path, hits: int) -> dic
     disk = []
     for _ in range(hits):
         # A new engine per round: its memory level starts empty, so every hit is a disk read.
-        async with Engine(cache_dir=cache_dir, warm_start=False) as engine:
+        async with Engine(cache_dir=cache_dir) as engine:
             for job in jobs:
                 started = time.perf_counter()
                 result = await engine.compile(job)

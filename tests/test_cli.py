@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from asynccomp.cli.compile import compiler_options, unique_names
+from asynccomp.cli._compile import compiler_options, unique_names
 
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel
 

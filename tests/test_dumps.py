@@ -9,6 +9,7 @@ import pytest
 
 from asynccomp import CompileJob, CompileTimeout, DumpDirError, Engine
 
+from .fakes import FakeEngine, fake_job
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
 
 BACKENDS = ["nvrtc", pytest.param("nvcc", marks=needs_nvcc)]
@@ -162,3 +163,20 @@ async def test_any_job_name_gives_a_safe_folder(tmp_path: Path) -> None:
         assert r.ok and folder is not None and folder.parent == tmp_path
         assert len(folder.name) < 100 and folder.name.isascii()
         assert json.loads((folder / "result.json").read_text())["name"] == r.job.name
+
+
+async def test_concurrent_jobs_into_a_new_big_root_never_repeat_a_sequence(tmp_path: Path) -> None:
+    # Each job names the root itself, so the root is opened by the jobs' threads at once;
+    # a root holding many folders takes a while to open (it numbers after the highest).
+    root = tmp_path / "big"
+    root.mkdir()
+    for i in range(20_000):
+        (root / f"{i:06d}-old-0").mkdir()
+    jobs = [fake_job("ok", f"j{i}", dump=root) for i in range(64)]
+    async with FakeEngine(arch=ARCH, nvrtc_workers=16, cache=False) as engine:
+        results = await engine.compile_many(jobs)
+    folders = [r.dump_dir for r in results]
+    assert all(f is not None and f.parent == root for f in folders)
+    sequences = [int(f.name.split("-", 1)[0]) for f in folders if f is not None]
+    assert len(set(sequences)) == 64, sorted(sequences)
+    assert min(sequences) >= 20_000

@@ -35,7 +35,7 @@ from ._base import (
 from ._nvrtc_api import compile_prepared
 from ._nvrtc_pool import KILL_GRACE, NvrtcProcessPool
 
-__all__ = ("WARMUP_SOURCE", "NvrtcBackend", "NvrtcMode", "nvrtc_arch")
+__all__ = ("NvrtcBackend", "NvrtcMode", "WARMUP_SOURCE", "nvrtc_arch")
 
 NvrtcMode = Literal["threads", "processes"]
 

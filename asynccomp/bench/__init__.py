@@ -49,18 +49,18 @@ from ._report import (
 from ._run import BenchRun, Progress, build_jobs, load_corpus, run_bench
 
 __all__ = (
-    "CONFIG_KINDS",
-    "STYLES",
     "BenchConfig",
     "BenchError",
     "BenchRun",
     "BenchSettings",
+    "CONFIG_KINDS",
     "ConfigRun",
     "ConfigStats",
     "Kernel",
     "MemorySampler",
     "PassResult",
     "Progress",
+    "STYLES",
     "build_jobs",
     "expand_configs",
     "format_table",

@@ -12,10 +12,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import bench, doctor
-from . import compile as compile_command
+from . import _bench, _compile, _doctor
 
-__all__ = ("main",)
+__all__ = ("build_parser", "main")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,9 +26,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="asynccomp", description="Compile CUDA kernels in bulk, fast.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    compile_command.add_parser(sub)
-    bench.add_parser(sub)
-    doctor.add_parser(sub)
+    _compile.add_parser(sub)
+    _bench.add_parser(sub)
+    _doctor.add_parser(sub)
     return parser
 
 
