@@ -31,6 +31,8 @@ from .errors import (
     InternalError,
     InvalidJob,
     ResourceLimitWarning,
+    ServerError,
+    ServerLost,
     ToolkitNotFound,
     WorkerCrashed,
 )
@@ -61,6 +63,8 @@ __all__ = (
     "InvalidJob",
     "KernelResources",
     "ResourceLimitWarning",
+    "ServerError",
+    "ServerLost",
     "SyncEngine",
     "Toolkit",
     "ToolkitNotFound",

@@ -9,12 +9,15 @@ One tree, so ``except AsyncCompError`` catches everything this library means to 
     ├── DumpDirError (also an OSError)      the dump root cannot be created or written
     ├── CacheUnavailable (also an OSError)  the disk cache folder cannot be used
     ├── BenchError (also a ValueError)      ``asynccomp bench`` cannot run as asked
+    ├── ServerError (also a RuntimeError)   the compile server cannot be started, reached
+    │                                       or used (another version, another user)
     └── CompileError                        a job produced no binary (kept in ``result.error``)
         ├── CompileTimeout                  the job ran past its ``timeout`` and was stopped
         ├── ToolkitNotFound                 the compiler it needs is not installed
         ├── ArchitectureNotFound            no architecture given and no GPU to ask
         ├── EmptyOutput                     the compiler succeeded but wrote no binary
         ├── WorkerCrashed                   the worker process running it died
+        ├── ServerLost                      the compile server went away before it finished
         └── InternalError                   asynccomp itself failed on this job
 
     AsyncCompWarning (a UserWarning)        something went wrong that cost no result
@@ -50,6 +53,8 @@ __all__ = (
     "InternalError",
     "InvalidJob",
     "ResourceLimitWarning",
+    "ServerError",
+    "ServerLost",
     "ToolkitNotFound",
     "WorkerCrashed",
 )
@@ -92,6 +97,11 @@ class CacheUnavailable(AsyncCompError, OSError):
 class BenchError(AsyncCompError, ValueError):
     """The benchmark cannot run as asked: a bad setting, an empty corpus, a missing
     optional part (the TVM facade, matplotlib for a plot)."""
+
+
+class ServerError(AsyncCompError, RuntimeError):
+    """The compile server cannot be started, reached or used: it did not come up, it
+    speaks another protocol or version (both are named), or it refused this user."""
 
 
 class CompileError(AsyncCompError):
@@ -148,6 +158,11 @@ class EmptyOutput(CompileError):
 class WorkerCrashed(CompileError):
     """The worker process compiling the job died (a crash or an out-of-memory kill), or
     no worker process could be started for it."""
+
+
+class ServerLost(CompileError):
+    """The compile server this engine uses went away (killed, stopped) before the job
+    finished; the engine's next call starts (or finds) a new one."""
 
 
 class InternalError(CompileError):

@@ -20,16 +20,25 @@ wheel). Its include folders come from the toolkit root when one was found (``inc
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import platform
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ("Toolkit", "discover_toolkit", "find_toolkit", "target_triple")
+__all__ = (
+    "Toolkit",
+    "discover_toolkit",
+    "find_toolkit",
+    "target_triple",
+    "toolkit_fingerprint",
+)
 
 DEFAULT_ROOTS: tuple[str, ...] = ("/usr/local/cuda",)
 
@@ -158,18 +167,17 @@ def _nvrtc() -> tuple[tuple[int, int] | None, str | None, str | None]:
     return (int(major), int(minor)), library, None
 
 
-def discover_toolkit(
-    environ: Mapping[str, str] | None = None,
-    *,
-    default_roots: Sequence[str] = DEFAULT_ROOTS,
-    use_wheels: bool = True,
-) -> Toolkit:
-    """Search for the toolkit now (uncached). ``environ`` defaults to ``os.environ``.
+@dataclass(frozen=True)
+class _Located:
+    nvcc: Path | None
+    cuda_root: Path | None
+    include_dirs: tuple[Path, ...]
+    searched: tuple[str, ...]
 
-    Tests and unusual setups pass their own ``environ``/``default_roots`` to see what a
-    machine without a toolkit looks like.
-    """
-    env = os.environ if environ is None else environ
+
+def _locate(env: Mapping[str, str], default_roots: Sequence[str], use_wheels: bool) -> _Located:
+    """Where nvcc, the toolkit root and NVRTC's include folders are: file lookups only,
+    nothing is run or loaded."""
     searched: list[str] = []
     nvcc: Path | None = None
     candidates: list[tuple[str, Path]] = []
@@ -214,17 +222,81 @@ def discover_toolkit(
     include_dirs = _include_dirs_of_root(cuda_root) if cuda_root is not None else []
     if not _has_runtime_header(include_dirs) and use_wheels:
         include_dirs = _wheel_include_dirs()
+    return _Located(nvcc, cuda_root, tuple(include_dirs), tuple(searched))
+
+
+def discover_toolkit(
+    environ: Mapping[str, str] | None = None,
+    *,
+    default_roots: Sequence[str] = DEFAULT_ROOTS,
+    use_wheels: bool = True,
+) -> Toolkit:
+    """Search for the toolkit now (uncached). ``environ`` defaults to ``os.environ``.
+
+    Tests and unusual setups pass their own ``environ``/``default_roots`` to see what a
+    machine without a toolkit looks like.
+    """
+    env = os.environ if environ is None else environ
+    found = _locate(env, default_roots, use_wheels)
     nvrtc_version, nvrtc_library, nvrtc_error = _nvrtc()
     return Toolkit(
-        nvcc=nvcc,
-        nvcc_version=_nvcc_version(nvcc) if nvcc is not None else None,
-        cuda_root=cuda_root,
-        include_dirs=tuple(include_dirs),
+        nvcc=found.nvcc,
+        nvcc_version=_nvcc_version(found.nvcc) if found.nvcc is not None else None,
+        cuda_root=found.cuda_root,
+        include_dirs=found.include_dirs,
         nvrtc_version=nvrtc_version,
         nvrtc_library=nvrtc_library,
-        searched=tuple(searched),
+        searched=found.searched,
         nvrtc_error=nvrtc_error,
     )
+
+
+def _stat_of(path: Path | None) -> list[object]:
+    if path is None:
+        return [None]
+    try:
+        real = path.resolve()
+        st = real.stat()
+    except OSError:
+        return [str(path), None]
+    return [str(real), st.st_mtime_ns, st.st_size]
+
+
+def _distribution_versions(names: Sequence[str]) -> list[object]:
+    from importlib import metadata
+
+    versions: list[object] = []
+    for name in names:
+        try:
+            versions.append([name, metadata.version(name)])
+        except metadata.PackageNotFoundError:
+            versions.append([name, None])
+    return versions
+
+
+@functools.cache
+def toolkit_fingerprint() -> str:
+    """A cheap sha256 of what decides which toolkit this process would compile with:
+    nvcc's file, the include folders and their fingerprint, the NVRTC and header wheels
+    installed, and the variables the search reads. Nothing is run or loaded (unlike
+    :func:`find_toolkit`, which runs ``nvcc --version`` and loads NVRTC), so a process
+    can find the compile server of its toolkit in a few milliseconds; an upgraded
+    toolkit or wheel changes it."""
+    from .cache import include_identity
+
+    found = _locate(os.environ, DEFAULT_ROOTS, True)
+    parts = [
+        _stat_of(found.nvcc),
+        [str(d) for d in found.include_dirs],
+        include_identity(found.include_dirs),
+        _distribution_versions(
+            ["cuda-bindings", "nvidia-cuda-nvrtc", "nvidia-cuda-runtime", "nvidia-cuda-cccl"]
+        ),
+        [os.environ.get(v) for v in ("CUDA_PATH", "CUDA_HOME", "LD_LIBRARY_PATH")],
+        sys.prefix,
+    ]
+    encoded = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(encoded).hexdigest()
 
 
 @functools.cache

@@ -89,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             r = rows[how, count]
             print(
                 f"{how:<12} {count:>6} jobs: jobs {r['jobs_mb']:7.2f} MB, queueing them "
-                f"{r['queue_mb']:7.2f} MB, together {r['total_mb']:7.2f} MB (RSS +{r['rss_mb']:.1f} MB)"
+                f"{r['queue_mb']:7.2f} MB, together {r['total_mb']:7.2f} MB "
+                f"(RSS +{r['rss_mb']:.1f} MB)"
             )
         low, high = min(counts), max(counts)
         extra = rows[how, high]["total_mb"] - rows[how, low]["total_mb"]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,3 +17,25 @@ def private_cache_dir(
     path = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("ASYNCCOMP_CACHE_DIR", str(path))
     yield path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_server_dir() -> Iterator[Path]:
+    """Compile servers the tests start live in a folder of the test session's (short:
+    a socket's path is limited to about 100 bytes), and are stopped at its end. The TVM
+    facade compiles in-process unless a test asks for the server."""
+    folder = Path(tempfile.mkdtemp(prefix="acs-"))
+    saved = {k: os.environ.get(k) for k in ("ASYNCCOMP_SERVER_DIR", "ASYNCCOMP_SERVER")}
+    os.environ["ASYNCCOMP_SERVER_DIR"] = str(folder)
+    os.environ["ASYNCCOMP_SERVER"] = "off"
+    try:
+        yield folder
+    finally:
+        from .servers import stop_servers_in
+
+        stop_servers_in(folder)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

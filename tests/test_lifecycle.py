@@ -69,7 +69,7 @@ async def test_closing_waits_for_callers_in_other_tasks_and_refuses_new_calls() 
 
 async def test_a_cancelled_close_ends_each_unfinished_call_with_engine_closed() -> None:
     outcomes: list[object] = []
-    engine = FakeEngine(arch=ARCH, nvrtc_workers=2)
+    engine = FakeEngine(arch=ARCH, nvrtc_workers=4)
     async with anyio.create_task_group() as tg:
 
         async def caller(i: int) -> None:

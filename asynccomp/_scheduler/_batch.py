@@ -34,8 +34,12 @@ class Batch:
         self,
         size: int,
         sink: MemoryObjectSendStream[CompileResult] | Callable[[CompileResult], None] | None,
+        *,
+        wanted: bool = True,
     ) -> None:
         self.size = size
+        #: False when nobody reads the results (a prefetch): only the cache wants them.
+        self.wanted = wanted
         self.submitted = time.monotonic()
         self.results: list[CompileResult | None] = [None] * size if sink is None else []
         self._sink = sink

@@ -21,10 +21,10 @@ from __future__ import annotations
 import enum
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 import anyio
 import anyio.abc
@@ -49,12 +49,24 @@ from ._dumps import DumpRegistry
 from ._pipeline import Scheduler
 from ._plan import Planner
 
+if TYPE_CHECKING:
+    from ..server import ServerClient
+
 __all__ = ("Engine", "EngineState")
 
 logger = logging.getLogger("asynccomp")
 
 T = TypeVar("T")
 _Engine = TypeVar("_Engine", bound="Engine")
+
+
+class _Runner(Protocol):
+    """Where an engine's batches run: the in-process scheduler, or a compile server."""
+
+    @property
+    def waiting(self) -> int: ...
+
+    async def run(self, batch: Batch, jobs: Sequence[CompileJob]) -> None: ...
 
 
 class EngineState(enum.Enum):
@@ -113,6 +125,11 @@ class Engine:
             share per worker (it would finish last even if started first) is compiled
             with ``--split-compile=N``, so its optimizer runs on N threads. Changes the
             cubin bytes but not the SASS. ``0`` (the default) never splits.
+        server: ``"auto"``: run the jobs on this user's compile server
+            (:mod:`asynccomp.server`), starting it if none runs, instead of starting
+            workers in this process; a path: the socket of a running server. The engine
+            is used the same way, with the same results; ``arch``, ``tvm_fast_path`` and
+            ``dump_dir`` still apply (per job), the other settings are the server's.
 
     Closing (leaving ``async with`` normally) stops taking calls (they raise
     :class:`~asynccomp.EngineClosed`) and waits for the calls already made, from any task
@@ -139,9 +156,34 @@ class Engine:
         cache_failures: bool = False,
         cost_model: CostModel | None = None,
         split_compile: int = 0,
+        server: str | os.PathLike[str] | None = None,
     ) -> None:
         if arch is not None:
             parse_arch(arch)
+        self.server = _check_server(server)
+        if self.server is not None:
+            # What compiles, and how much at once, is the server's business.
+            given = {
+                "nvrtc_workers": nvrtc_workers is not None,
+                "nvcc_workers": nvcc_workers is not None,
+                "nvrtc_mode": nvrtc_mode != "auto",
+                "toolkit": toolkit is not None,
+                "cache": cache is not True,
+                "cache_dir": cache_dir is not None,
+                "memory_cache_bytes": memory_cache_bytes != 256 * 2**20,
+                "disk_cache_bytes": disk_cache_bytes != 4 * 2**30,
+                "cache_failures": cache_failures,
+                "cost_model": cost_model is not None,
+                "split_compile": split_compile != 0,
+            }
+            if any(given.values()):
+                names = ", ".join(name for name, set_ in given.items() if set_)
+                raise InvalidJob(
+                    "server",
+                    server,
+                    f"{names} belong to the server: set them on `asynccomp serve`, or "
+                    "leave server=None to compile in this process",
+                )
         self.arch = arch
         if nvrtc_mode not in ("auto", "threads", "processes"):
             raise InvalidJob("nvrtc_mode", nvrtc_mode, "expected auto, threads or processes")
@@ -183,7 +225,8 @@ class Engine:
         self._counters = Counters()
         self._cache: ResultCache | None = None
         self._backends: dict[str, CompilerBackend] = {}
-        self._scheduler: Scheduler | None = None
+        self._runner: _Runner | None = None
+        self._client: ServerClient | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         # Calls under way (compile, compile_many, as_completed, warm_up), and prefetched
         # batches: what closing waits for, or cancels.
@@ -202,6 +245,14 @@ class Engine:
     async def __aenter__(self: _Engine) -> _Engine:
         if self._state is not EngineState.NEW:
             raise EngineClosed(f"this Engine is {self._state.value}; an engine starts once")
+        if self.server is not None:
+            await self._start_client()
+        else:
+            await self._start_local()
+        self._state = EngineState.RUNNING
+        return self
+
+    async def _start_local(self) -> None:
         dumps = DumpRegistry(self.dump_dir)
         # An unusable dump root fails here, before any job runs.
         await anyio.to_thread.run_sync(dumps.open_engine_root)
@@ -225,7 +276,7 @@ class Engine:
             dumps=dumps,
             cache=self._cache,
         )
-        self._scheduler = Scheduler(
+        self._runner = Scheduler(
             planner=planner,
             toolkit=self._toolkit,
             backends=self._backends,
@@ -240,8 +291,27 @@ class Engine:
         self._task_group = task_group
         for backend in self._backends.values():
             await backend.start(task_group)
-        self._state = EngineState.RUNNING
-        return self
+
+    async def _start_client(self) -> None:
+        # Imported here: the server package imports this module.
+        from ..server._client import ClientSettings, ServerClient
+
+        client = ServerClient(
+            socket=None if self.server == "auto" else Path(self.server or ""),
+            auto_start=self.server == "auto",
+            settings=ClientSettings(self.arch, self.tvm_fast_path, self.dump_dir),
+            counters=self._counters,
+        )
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        try:
+            await client.start(task_group)
+        except BaseException:
+            task_group.cancel_scope.cancel()
+            await task_group.__aexit__(None, None, None)
+            raise
+        self._task_group = task_group
+        self._client = self._runner = client
 
     async def __aexit__(
         self,
@@ -270,6 +340,8 @@ class Engine:
                         await self._changed.wait()
                 for backend in self._backends.values():
                     await backend.aclose()
+                if self._client is not None:
+                    await self._client.aclose()
             # Outside the shield (the task group's scope must be the innermost one when
             # it exits): the background tasks left (threads NVRTC has not stopped yet)
             # are cancelled and waited for. The body's own exception, if any, propagates
@@ -314,24 +386,36 @@ class Engine:
 
     @property
     def toolkit(self) -> Toolkit:
-        """The toolkit this engine compiles with (known once the engine has started)."""
+        """The toolkit this engine compiles with (known once the engine has started; an
+        engine on a server looks up this process's, which is the server's too)."""
         if self._toolkit is None:
-            raise EngineClosed("the toolkit is looked up when the engine starts")
+            if self._client is None:
+                raise EngineClosed("the toolkit is looked up when the engine starts")
+            self._toolkit = find_toolkit()
         return self._toolkit
+
+    @property
+    def compiler_versions(self) -> dict[str, str | None]:
+        """The versions of the compilers this engine uses (NVRTC, nvcc), for reports."""
+        if self._client is not None:
+            versions = self._client.toolkit_versions
+            if versions is not None:
+                return versions
+        return self.toolkit.compiler_versions
 
     def statistics(self) -> EngineStatistics:
         """An immutable snapshot of the counters."""
-        scheduler = self._scheduler
-        self._counters.queued = 0 if scheduler is None else scheduler.waiting
+        runner = self._runner
+        self._counters.queued = 0 if runner is None else runner.waiting
         return self._counters.snapshot(sum(b.worker_count() for b in self._backends.values()))
 
-    def _require_running(self) -> Scheduler:
+    def _require_running(self) -> _Runner:
         if self._state is not EngineState.RUNNING:
             if self._state is EngineState.NEW:
                 raise EngineClosed("the engine is not running: use it inside `async with Engine()`")
             raise EngineClosed(f"the engine is {self._state.value}: it takes no more calls")
-        assert self._scheduler is not None
-        return self._scheduler
+        assert self._runner is not None
+        return self._runner
 
     async def _guarded(self, call: Callable[[], Awaitable[T]]) -> T:
         """Run one public call: counted for closing, cancelled by a forced close (which
@@ -385,7 +469,10 @@ class Engine:
         calls this right after starting the engine. Without it, workers start as jobs
         need them (and the first job a worker gets pays that cost).
         """
-        await self._guarded(self._backends["nvrtc"].warm_up)
+        if self._client is not None:
+            await self._guarded(self._client.warm_up)
+        else:
+            await self._guarded(self._backends["nvrtc"].warm_up)
 
     def prefetch(self, jobs: Iterable[CompileJob]) -> None:
         """Start compiling ``jobs`` in the background and return at once.
@@ -399,13 +486,13 @@ class Engine:
         if not checked:
             return
         assert self._task_group is not None
-        batch = Batch(len(checked), lambda result: None)
+        batch = Batch(len(checked), lambda result: None, wanted=False)
         scope = anyio.CancelScope()
         self._prefetches.add(scope)
         self._task_group.start_soon(self._prefetched, scheduler, batch, checked, scope)
 
     async def _prefetched(
-        self, scheduler: Scheduler, batch: Batch, jobs: list[CompileJob], scope: anyio.CancelScope
+        self, scheduler: _Runner, batch: Batch, jobs: list[CompileJob], scope: anyio.CancelScope
     ) -> None:
         try:
             with scope:
@@ -475,6 +562,16 @@ class CompletedResults:
         self._receive.close()
         if exc_type is None and self._batch.pending and self._engine._forced:
             raise EngineClosed("the engine was closed before these jobs finished")
+
+
+def _check_server(server: object) -> str | None:
+    if server is None:
+        return None
+    if server == "auto":
+        return "auto"
+    if isinstance(server, (str, os.PathLike)) and os.fspath(server):
+        return str(Path(os.fspath(server)).absolute())
+    raise InvalidJob("server", server, 'expected "auto", the path of a server\'s socket, or None')
 
 
 def _check_job(job: object) -> CompileJob:

@@ -79,6 +79,7 @@ def _worker_env() -> dict[str, str]:
     package_parent = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    env["ASYNCCOMP_WORKER_PARENT"] = str(os.getpid())  # it dies with this process
     return env
 
 

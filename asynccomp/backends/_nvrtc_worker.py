@@ -14,6 +14,8 @@ worker exits. Nothing in the package imports this module: it runs as ``__main__`
 
 from __future__ import annotations
 
+import ctypes
+import os
 import pickle
 import queue
 import signal
@@ -76,7 +78,26 @@ def _read_requests(
         jobs.put(None)
 
 
+def _die_with_parent() -> None:
+    """Linux: be killed when the engine's process dies, even by SIGKILL (otherwise a
+    worker would finish its compile first, and only then see its input close)."""
+    parent = os.environ.get("ASYNCCOMP_WORKER_PARENT")
+    if not sys.platform.startswith("linux") or not parent:
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 def main() -> int:
+    _die_with_parent()
     # Ctrl-C in a terminal is the parent's to handle; it stops workers by closing
     # their input or killing them (they also run in a session of their own).
     signal.signal(signal.SIGINT, signal.SIG_IGN)

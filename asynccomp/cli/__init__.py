@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import _bench, _compile, _doctor
+from . import _bench, _compile, _doctor, _serve
 
 __all__ = ("build_parser", "main")
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     _compile.add_parser(sub)
     _bench.add_parser(sub)
     _doctor.add_parser(sub)
+    _serve.add_parser(sub)
     return parser
 
 

@@ -12,6 +12,7 @@ from ..job import parse_arch
 __all__ = (
     "arch",
     "int_list",
+    "non_negative_float",
     "non_negative_int",
     "on_off_list",
     "positive_float",
@@ -47,6 +48,16 @@ def positive_float(text: str) -> float:
         value = math.nan
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, not {text!r}")
     return value
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import time
 from collections import Counter
@@ -18,11 +19,12 @@ from ..backends._base import safe_stem
 from ..bench import text_table
 from ..dumps import result_record
 from ..engine import Engine
-from ..errors import AsyncCompError, CompileTimeout, DumpDirError
+from ..errors import AsyncCompError, CompileTimeout, DumpDirError, ServerError
 from ..examples import example_names, example_path
 from ..gpu import local_gpu_arch
 from ..job import CompileJob
 from ..result import CompileResult
+from ..server import server_paths
 from ._args import arch, positive_float, positive_int
 from ._progress import Display, JobLines, ProgressBar, job_status
 
@@ -33,6 +35,10 @@ Extra compiler options go after -X (-X=--use_fast_math, -X=-DTILE=64) or after a
 --, which passes everything behind it to the compiler as is:
   asynccomp compile kernels/ --arch sm_90a -- -DTILE=64 -Iinclude --use_fast_math
 Relative -I folders are made absolute (nvcc runs in a folder of its own).
+
+When this user's compile server runs (`asynccomp serve`), the jobs go there: its
+workers are warm and its cache is shared with every other process. --server starts
+it if needed; --no-server, -j, --cache-dir and --no-cache compile in this process.
 
 On a terminal a progress bar shows done/failed/cached counts, the rate and an ETA;
 otherwise each finished job prints one line. A summary follows. Exit status: 0 when
@@ -88,6 +94,17 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR", help="disk cache folder")
     p.add_argument("--no-cache", action="store_true", help="compile everything afresh")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--server",
+        action="store_true",
+        help="compile on this user's compile server, starting it if none runs",
+    )
+    where.add_argument(
+        "--no-server",
+        action="store_true",
+        help="compile in this process even when a compile server runs",
+    )
     p.add_argument(
         "-X",
         "--option",
@@ -197,14 +214,7 @@ def run(args: argparse.Namespace) -> int:
             args.out.mkdir(parents=True, exist_ok=True)
         if args.json is not None and not args.json.parent.is_dir():
             raise FileNotFoundError(f"no such folder for --json: {args.json.parent}")
-        engine = Engine(
-            arch=args.arch,
-            nvrtc_workers=args.jobs,
-            nvcc_workers=args.jobs,
-            dump_dir=args.dump,
-            cache=not args.no_cache,
-            cache_dir=args.cache_dir,
-        )
+        engine = _engine(args)
     except (OSError, ValueError) as exc:  # InvalidJob is a ValueError
         return _usage_error(exc)
     renamed = [(f, n) for f, n in zip(files, names, strict=True) if n != safe_stem(f.stem)]
@@ -217,9 +227,46 @@ def run(args: argparse.Namespace) -> int:
     display: Display = (ProgressBar if sys.stdout.isatty() else JobLines)(len(jobs), sys.stdout)
     try:
         return anyio.run(_compile, engine, jobs, dict(zip(jobs, files, strict=True)), display, args)
-    except DumpDirError as exc:  # raised as the engine starts, before any compile
+    except (DumpDirError, ServerError) as exc:  # raised as the engine starts
         display.close()
         return _usage_error(exc)
+
+
+def _engine(args: argparse.Namespace) -> Engine:
+    """On the running compile server (warm, shared with other processes) when there is
+    one and the run asks nothing of its own of the engine; else in this process."""
+    own = args.jobs is not None or args.cache_dir is not None or args.no_cache
+    if args.server and own:
+        raise ValueError(
+            "--server compiles with the server's settings: drop -j, --cache-dir, --no-cache"
+        )
+    server = "auto" if args.server else None
+    if server is None and not own and not args.no_server:
+        server = running_server()
+    if server is not None:
+        return Engine(arch=args.arch, dump_dir=args.dump, server=server)
+    return Engine(
+        arch=args.arch,
+        nvrtc_workers=args.jobs,
+        nvcc_workers=args.jobs,
+        dump_dir=args.dump,
+        cache=not args.no_cache,
+        cache_dir=args.cache_dir,
+    )
+
+
+def running_server() -> str | None:
+    """The socket of this user's compile server for this toolkit, if one is listening."""
+    try:
+        path = server_paths().socket
+    except ServerError:
+        return None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return None
+    return str(path)
 
 
 def _usage_error(exc: BaseException) -> int:
@@ -247,7 +294,7 @@ async def _compile(
                     assert args.out is not None and result.binary is not None
                     (args.out / name).write_bytes(result.binary)
         tg.cancel_scope.cancel()
-        versions = engine.toolkit.compiler_versions
+        versions = engine.compiler_versions
     wall = time.monotonic() - started
     display.close()
     if args.json is not None:

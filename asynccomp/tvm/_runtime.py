@@ -5,6 +5,13 @@ at once. Each call here is one blocking-portal call into a :class:`~asynccomp.Sy
 (an event loop in a daemon thread), so every caller shares one set of NVRTC workers,
 nvcc slots, the in-flight dedupe and the cache.
 
+- On this user's compile server (:mod:`asynccomp.server`) by default, started if none
+  runs: any number of processes calling the callback (MetaSchedule's builder workers, a
+  fresh set for every batch) share one set of warm NVRTC workers, one cache and one
+  coalescing of identical compiles. ``ASYNCCOMP_SERVER=off`` compiles in this process
+  instead (an engine of its own, one worker per CPU); ``ASYNCCOMP_SERVER=<socket>``
+  names a server. A server that cannot be had is a warning, and this process compiles
+  with one worker of its own (never a full pool per process).
 - Started lazily, on the first compile, under a lock (many threads may race to it).
 - One engine whatever the settings: the TVM preamble fast path
   (``$ASYNCCOMP_TVM_FAST_PATH``) and the dump folder (``$TVM_KERNEL_DUMP``) are read at
@@ -24,17 +31,20 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import warnings
 
-from ..errors import EngineClosed
+from ..errors import AsyncCompWarning, EngineClosed, ServerError
 from ..job import CompileJob
 from ..result import CompileResult
 from ..sync import SyncEngine
 
 __all__ = (
     "FAST_PATH_ENV",
+    "SERVER_ENV",
     "compile_job",
     "engine",
     "fast_path_from_environment",
+    "server_from_environment",
     "shutdown",
 )
 
@@ -42,8 +52,22 @@ __all__ = (
 #: unset or ``1``/``true``/``yes``/``on`` uses the preamble fast path (identical SASS).
 FAST_PATH_ENV = "ASYNCCOMP_TVM_FAST_PATH"
 
+#: ``auto`` (the default): the user's compile server, started if needed; ``off``: an
+#: engine in this process; anything else: the socket of a running server.
+SERVER_ENV = "ASYNCCOMP_SERVER"
+
 _ON = ("", "1", "true", "yes", "on")
 _OFF = ("0", "false", "no", "off")
+
+
+def server_from_environment() -> str | None:
+    """``$ASYNCCOMP_SERVER`` as ``Engine(server=...)`` takes it (``None``: in-process)."""
+    value = os.environ.get(SERVER_ENV, "auto").strip()
+    if value.lower() in _OFF:
+        return None
+    if value.lower() in (*_ON, "auto"):
+        return "auto"
+    return value
 
 
 def fast_path_from_environment() -> bool:
@@ -76,10 +100,28 @@ def engine() -> SyncEngine:
     with runtime.lock:
         if runtime.engine is None:
             # Jobs carry the fast path and dump root; the engine's own defaults stay.
-            started = SyncEngine()
-            started.start()
-            runtime.engine = started
+            runtime.engine = _start(server_from_environment())
         return runtime.engine
+
+
+def _start(server: str | None) -> SyncEngine:
+    if server is not None:
+        try:
+            started = SyncEngine(server=server)
+            started.start()
+            return started
+        except ServerError as exc:
+            warnings.warn(
+                f"asynccomp.tvm: no compile server ({exc}); compiling in this process with "
+                f"one worker (set {SERVER_ENV}=off to use a full engine here)",
+                AsyncCompWarning,
+                stacklevel=4,
+            )
+            started = SyncEngine(nvrtc_workers=1)
+    else:
+        started = SyncEngine()
+    started.start()
+    return started
 
 
 def compile_job(job: CompileJob) -> CompileResult:

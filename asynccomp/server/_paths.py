@@ -1,0 +1,102 @@
+"""Where the compile server of this user and toolkit lives: a private folder, a socket,
+a lock and a log, all named after the server's identity.
+
+The folder is ``$ASYNCCOMP_SERVER_DIR``, else ``$XDG_RUNTIME_DIR/asynccomp``, else
+``<tmp>/asynccomp-<uid>``. It must belong to this user and be closed to everyone else
+(mode 0700), as ssh insists for its own files: in a shared ``/tmp`` another user could
+make the folder first and wait there with a socket of their own.
+
+The identity (:func:`server_identity`) hashes the asynccomp version, the wire protocol
+and the toolkit's fingerprint (:func:`~asynccomp.toolkit.toolkit_fingerprint`), so a
+client only ever finds a server that compiles with the toolkit it would use itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..errors import ServerError
+from ..toolkit import toolkit_fingerprint
+from ._wire import PROTOCOL
+
+__all__ = ("SERVER_DIR_ENV", "ServerPaths", "private_folder", "server_identity", "server_paths")
+
+#: Overrides the folder the server's socket, lock and log live in.
+SERVER_DIR_ENV = "ASYNCCOMP_SERVER_DIR"
+
+
+def server_identity() -> str:
+    """A short hash of (asynccomp version, protocol, toolkit fingerprint)."""
+    text = f"asynccomp {__version__} protocol {PROTOCOL} toolkit {toolkit_fingerprint()}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ServerPaths:
+    """The files of one server: ``socket`` (mode 0600), ``lock`` (held by the running
+    server: a second one cannot start), ``spawn`` (held by a client starting one, so
+    that many clients start one server, not many) and ``log``."""
+
+    folder: Path
+    identity: str
+
+    @property
+    def socket(self) -> Path:
+        return self.folder / f"server-{self.identity}.sock"
+
+    @property
+    def lock(self) -> Path:
+        return self.folder / f"server-{self.identity}.lock"
+
+    @property
+    def spawn(self) -> Path:
+        return self.folder / f"server-{self.identity}.spawn"
+
+    @property
+    def log(self) -> Path:
+        return self.folder / f"server-{self.identity}.log"
+
+
+def _default_folder() -> Path:
+    override = os.environ.get(SERVER_DIR_ENV)
+    if override:
+        return Path(override).expanduser().absolute()
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_dir():
+        return Path(runtime) / "asynccomp"
+    return Path(tempfile.gettempdir()) / f"asynccomp-{os.getuid()}"
+
+
+def private_folder(folder: Path | None = None) -> Path:
+    """The server folder, created (0700) if missing, checked if not: it must be a real
+    folder owned by this user that nobody else may enter. Raises :class:`ServerError`."""
+    folder = _default_folder() if folder is None else folder
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = folder.lstat()
+    except OSError as exc:
+        raise ServerError(f"the compile server's folder {folder} cannot be made: {exc}") from exc
+    if not stat.S_ISDIR(st.st_mode):
+        raise ServerError(f"{folder} is not a folder (a link?); refusing to use it")
+    if st.st_uid != os.getuid():
+        raise ServerError(
+            f"{folder} belongs to uid {st.st_uid}, not to this user ({os.getuid()}); "
+            f"refusing to use it (set {SERVER_DIR_ENV} to a folder of your own)"
+        )
+    if st.st_mode & 0o077:
+        raise ServerError(
+            f"{folder} is open to other users (mode {stat.S_IMODE(st.st_mode):04o}); "
+            "refusing to use it (chmod 700 it)"
+        )
+    return folder
+
+
+def server_paths(folder: Path | None = None) -> ServerPaths:
+    """The files of this user's server for this toolkit (the folder made and checked)."""
+    return ServerPaths(private_folder(folder), server_identity())
