@@ -17,7 +17,7 @@ from typing import Literal, get_args
 
 from .errors import InvalidJob
 
-__all__ = ("Backend", "CompileJob", "OutputFormat", "parse_arch")
+__all__ = ("Backend", "CompileJob", "OutputFormat", "nvrtc_arch", "parse_arch")
 
 Backend = Literal["nvrtc", "nvcc"]
 OutputFormat = Literal["cubin", "fatbin", "ptx"]
@@ -58,6 +58,16 @@ def parse_arch(arch: str) -> tuple[str, int, str]:
             'expected "sm_XY" or "compute_XY" with an optional a/f suffix, e.g. "sm_90a"',
         )
     return match.group(1), int(match.group(2)), match.group(3)
+
+
+def nvrtc_arch(arch: str, output: str) -> str:
+    """NVRTC wants ``compute_XX`` for PTX and ``sm_XX`` for cubin (as TVM renders it).
+
+    >>> nvrtc_arch("sm_90a", "ptx"), nvrtc_arch("compute_80", "cubin")
+    ('compute_90a', 'sm_80')
+    """
+    _, number, suffix = parse_arch(arch)
+    return f"{'compute' if output == 'ptx' else 'sm'}_{number}{suffix}"
 
 
 @dataclass(frozen=True)

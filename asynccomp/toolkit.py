@@ -34,8 +34,10 @@ from pathlib import Path
 
 __all__ = (
     "Toolkit",
+    "ToolkitLocation",
     "discover_toolkit",
     "find_toolkit",
+    "locate_toolkit",
     "target_triple",
     "toolkit_fingerprint",
 )
@@ -168,14 +170,19 @@ def _nvrtc() -> tuple[tuple[int, int] | None, str | None, str | None]:
 
 
 @dataclass(frozen=True)
-class _Located:
+class ToolkitLocation:
+    """Where the toolkit is, found by file lookups alone (:func:`locate_toolkit`): what
+    :class:`Toolkit` holds but the versions, which take running nvcc and loading NVRTC."""
+
     nvcc: Path | None
     cuda_root: Path | None
     include_dirs: tuple[Path, ...]
     searched: tuple[str, ...]
 
 
-def _locate(env: Mapping[str, str], default_roots: Sequence[str], use_wheels: bool) -> _Located:
+def _locate(
+    env: Mapping[str, str], default_roots: Sequence[str], use_wheels: bool
+) -> ToolkitLocation:
     """Where nvcc, the toolkit root and NVRTC's include folders are: file lookups only,
     nothing is run or loaded."""
     searched: list[str] = []
@@ -222,7 +229,7 @@ def _locate(env: Mapping[str, str], default_roots: Sequence[str], use_wheels: bo
     include_dirs = _include_dirs_of_root(cuda_root) if cuda_root is not None else []
     if not _has_runtime_header(include_dirs) and use_wheels:
         include_dirs = _wheel_include_dirs()
-    return _Located(nvcc, cuda_root, tuple(include_dirs), tuple(searched))
+    return ToolkitLocation(nvcc, cuda_root, tuple(include_dirs), tuple(searched))
 
 
 def discover_toolkit(
@@ -275,6 +282,15 @@ def _distribution_versions(names: Sequence[str]) -> list[object]:
 
 
 @functools.cache
+def locate_toolkit() -> ToolkitLocation:
+    """Where this process's toolkit is (cached): nvcc, the root, the include folders.
+    A few milliseconds; nothing is run or loaded (``find_toolkit`` runs ``nvcc
+    --version`` and loads NVRTC). What a process that only renders jobs, such as a TVM
+    builder worker on the compile server, needs."""
+    return _locate(os.environ, DEFAULT_ROOTS, True)
+
+
+@functools.cache
 def toolkit_fingerprint() -> str:
     """A cheap sha256 of what decides which toolkit this process would compile with:
     nvcc's file, the include folders and their fingerprint, the NVRTC and header wheels
@@ -284,7 +300,7 @@ def toolkit_fingerprint() -> str:
     toolkit or wheel changes it."""
     from .cache import include_identity
 
-    found = _locate(os.environ, DEFAULT_ROOTS, True)
+    found = locate_toolkit()
     parts = [
         _stat_of(found.nvcc),
         [str(d) for d in found.include_dirs],

@@ -32,9 +32,6 @@ import anyio.lowlevel
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from ..backends import CompilerBackend, NvccBackend, NvrtcBackend
-from ..backends.nvrtc import NvrtcMode
-from ..cache import ResultCache, default_cache_dir
 from ..cost import CostModel
 from ..errors import EngineClosed, InvalidJob
 from ..gpu import local_gpu_arch
@@ -45,11 +42,10 @@ from ..toolkit import Toolkit, find_toolkit
 from . import _limits
 from ._batch import Batch
 from ._counters import Counters
-from ._dumps import DumpRegistry
-from ._pipeline import Scheduler
-from ._plan import Planner
 
 if TYPE_CHECKING:
+    from ..backends import CompilerBackend
+    from ..cache import ResultCache
     from ..server import ServerClient
 
 __all__ = ("Engine", "EngineState")
@@ -57,6 +53,7 @@ __all__ = ("Engine", "EngineState")
 logger = logging.getLogger("asynccomp")
 
 T = TypeVar("T")
+NvrtcMode = Literal["threads", "processes"]
 _Engine = TypeVar("_Engine", bound="Engine")
 
 
@@ -253,6 +250,14 @@ class Engine:
         return self
 
     async def _start_local(self) -> None:
+        # Imported here, as _start_client imports the server's side: a process that
+        # only talks to a compile server (a TVM builder worker) never loads the
+        # backends, the cache and the pipeline.
+        from ..cache import ResultCache, default_cache_dir
+        from ._dumps import DumpRegistry
+        from ._pipeline import Scheduler
+        from ._plan import Planner
+
         dumps = DumpRegistry(self.dump_dir)
         # An unusable dump root fails here, before any job runs.
         await anyio.to_thread.run_sync(dumps.open_engine_root)
@@ -262,7 +267,22 @@ class Engine:
         if self.arch is None:
             # Asked once, off the event loop (cuInit can take a while); cached after.
             await anyio.to_thread.run_sync(local_gpu_arch)
-        self._cache = await anyio.to_thread.run_sync(self._make_cache)
+
+        def make_cache() -> ResultCache | None:
+            if not self._cache_enabled:
+                return None
+            if self._cache_dir is False:
+                disk = None
+            else:
+                disk = default_cache_dir() if self._cache_dir is None else Path(self._cache_dir)
+            return ResultCache(
+                disk,
+                memory_bytes=self._memory_cache_bytes,
+                disk_bytes=self._disk_cache_bytes,
+                cache_failures=self._cache_failures,
+            )
+
+        self._cache = await anyio.to_thread.run_sync(make_cache)
         self._backends = self._make_backends(self._toolkit)
         slots = {"nvrtc": self.nvrtc_workers, "nvcc": self.nvcc_workers}
         planner = Planner(
@@ -354,6 +374,8 @@ class Engine:
     def _make_backends(self, toolkit: Toolkit) -> dict[str, CompilerBackend]:
         """The backends by name, made as the engine starts (a subclass may return its
         own: the scheduler's lifecycle tests use a backend that compiles nothing)."""
+        from ..backends import NvccBackend, NvrtcBackend
+
         return {
             "nvrtc": NvrtcBackend(
                 toolkit, self.nvrtc_mode, self.nvrtc_workers, warmup_arch=self.arch or "sm_80"
@@ -364,20 +386,6 @@ class Engine:
     def _notify(self) -> None:
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
-
-    def _make_cache(self) -> ResultCache | None:
-        if not self._cache_enabled:
-            return None
-        if self._cache_dir is False:
-            disk = None
-        else:
-            disk = default_cache_dir() if self._cache_dir is None else Path(self._cache_dir)
-        return ResultCache(
-            disk,
-            memory_bytes=self._memory_cache_bytes,
-            disk_bytes=self._disk_cache_bytes,
-            cache_failures=self._cache_failures,
-        )
 
     @property
     def cache(self) -> ResultCache | None:

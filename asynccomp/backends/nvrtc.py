@@ -21,7 +21,7 @@ import anyio.abc
 import anyio.to_thread
 
 from ..errors import ToolkitNotFound
-from ..job import CompileJob, parse_arch
+from ..job import CompileJob, nvrtc_arch
 from ..preamble import rewrite_tvm_preamble
 from ..toolkit import Toolkit
 from ._base import (
@@ -35,7 +35,7 @@ from ._base import (
 from ._nvrtc_api import compile_prepared
 from ._nvrtc_pool import KILL_GRACE, NvrtcProcessPool
 
-__all__ = ("NvrtcBackend", "NvrtcMode", "WARMUP_SOURCE", "nvrtc_arch")
+__all__ = ("NvrtcBackend", "NvrtcMode", "WARMUP_SOURCE")
 
 NvrtcMode = Literal["threads", "processes"]
 
@@ -47,12 +47,6 @@ extern "C" __global__ void asynccomp_warmup(float* x) {
   x[threadIdx.x] = cuda::std::numeric_limits<float>::infinity();
 }
 """
-
-
-def nvrtc_arch(arch: str, output: str) -> str:
-    """NVRTC wants ``compute_XX`` for PTX and ``sm_XX`` for cubin (as TVM renders it)."""
-    _, number, suffix = parse_arch(arch)
-    return f"{'compute' if output == 'ptx' else 'sm'}_{number}{suffix}"
 
 
 class NvrtcBackend(CompilerBackend):

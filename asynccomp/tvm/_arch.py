@@ -112,7 +112,13 @@ def current_target_arch() -> str | None:
     target_module = getattr(tvm, "target", None) if tvm is not None else None
     if target_module is None:  # TVM absent, or still being imported
         return None
-    target = target_module.Target.current(allow_none=True)
+    try:
+        target = target_module.Target.current(allow_none=True)
+    except AttributeError:
+        # A runtime-only TVM (TVM_USE_RUNTIME_LIB=1, or a deployment that ships only
+        # TVM's runtime) has no target machinery (no TargetCurrent), so no target scope:
+        # the architecture comes from $ASYNCCOMP_ARCH or the GPU, as with no TVM at all.
+        return None
     return None if target is None else arch_of_target(target)
 
 

@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..toolkit import find_toolkit
+from ..toolkit import locate_toolkit
 
 __all__ = ("NvshmemPaths", "find_nvshmem_paths", "link_with_driver", "link_with_nvlink")
 
@@ -38,7 +38,7 @@ class NvshmemPaths:
 
 
 def _cuda_path() -> str | None:
-    root = os.environ.get("CUDA_PATH") or find_toolkit().cuda_root
+    root = os.environ.get("CUDA_PATH") or locate_toolkit().cuda_root
     return str(root) if root else None
 
 
@@ -90,7 +90,7 @@ def _compile_error(code: str, output: str) -> RuntimeError:
 def link_with_nvlink(code: str, relocatable: bytes, arch: str, paths: NvshmemPaths) -> bytes:
     """TVM's second nvcc stage: ``nvlink -arch=sm_XX -L <nvshmem> -L <cuda>/lib64
     -l nvshmem_device -l cudadevrt -o x.cubin x.o``, in a temporary folder."""
-    toolkit = find_toolkit()
+    toolkit = locate_toolkit()
     cuda = _cuda_path()
     nvlink = None
     if cuda and os.access(Path(cuda) / "bin" / "nvlink", os.X_OK):

@@ -19,9 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backends.nvrtc import nvrtc_arch
-from ..job import Backend, CompileJob, OutputFormat
-from ..toolkit import find_toolkit
+from ..job import Backend, CompileJob, OutputFormat, nvrtc_arch
+from ..toolkit import locate_toolkit
 from . import _nvshmem
 from ._arch import ResolvedArch, resolve_arch
 
@@ -225,7 +224,7 @@ def tvm_include_dirs() -> tuple[str, ...]:
     else from the toolkit found once per process (TVM runs ``which nvcc`` per compile and
     misreads wrapper scripts), else the header wheels (TVM needs a toolkit; we do not)."""
     cuda_path = os.environ.get("CUDA_PATH")
-    toolkit = find_toolkit()
+    toolkit = locate_toolkit()
     if not cuda_path and toolkit.cuda_root is not None:
         cuda_path = str(toolkit.cuda_root)
     if cuda_path:
