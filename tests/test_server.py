@@ -270,12 +270,15 @@ def test_another_user_is_refused_by_the_server(server_dir: Path) -> None:
                 os.setgid(65534)
                 os.setuid(65534)
                 with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                    sock.settimeout(30)
                     sock.connect(str(paths.socket))
                     sock.sendall(encode_frame({"type": "hello", "protocol": 1, "version": "x"}))
                     answer = b""
                     while chunk := sock.recv(65536):  # until the server closes
                         answer += chunk
                 os.write(write, answer)
+            except BaseException as exc:
+                os.write(write, repr(exc).encode())
             finally:
                 os._exit(0)
         os.close(write)

@@ -190,6 +190,10 @@ class Server:
             uid = peer_uid(stream)
             if uid is not None and uid != os.getuid():
                 logger.warning("refused a client of uid %d", uid)
+                # Its hello is read first: closing with unread data would reset the
+                # connection, and the refusal would never be read.
+                with anyio.move_on_after(1):
+                    await read_message(connection.receive)
                 await connection.send(
                     {
                         "type": "error",
