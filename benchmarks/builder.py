@@ -120,7 +120,13 @@ class Sampler:
             except self.psutil.NoSuchProcess:
                 pass
         if not self.own_workers:
-            engine = {c.pid for c in me.children() if "_nvrtc_worker" in " ".join(c.cmdline())}
+            engine = set()
+            for child in me.children():
+                try:
+                    if "_nvrtc_worker" in " ".join(child.cmdline()):
+                        engine.add(child.pid)
+                except self.psutil.Error:  # gone, or a zombie
+                    pass
             found = [p for p in found if p.pid not in engine]
         return found
 
@@ -195,7 +201,11 @@ class Config:
         self.workers = workers
         self.work = Path(tempfile.mkdtemp(prefix="acb-"))
         (self.work / "server").mkdir(mode=0o700)
-        self.engine = SyncEngine(arch=ARCH, nvrtc_workers=workers) if name == "engine" else None
+        self.engine = (
+            SyncEngine(arch=ARCH, nvrtc_workers=workers, cache_dir=self.work / "cache")
+            if name == "engine"
+            else None
+        )
         if self.engine is not None:
             self.engine.start()
 

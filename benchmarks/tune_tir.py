@@ -45,6 +45,42 @@ def matmul(n: int) -> Any:
     return te.create_prim_func([a, b, c])
 
 
+def traced_build(mod: Any, target: Any, params: Any) -> Any:
+    """LocalBuilder's default build, timed in the builder worker: the whole build and the
+    compile callback inside it, one JSON line per candidate in ``$TUNE_TRACE``."""
+    import json as json_
+    import os as os_
+    import time as time_
+
+    import tvm_ffi
+    from tvm.s_tir.meta_schedule.builder.local_builder import default_build
+
+    name = "tvm_callback_cuda_compile"
+    callback = tvm_ffi.get_global_func(name)
+    spent = [0.0]
+
+    def timed(code: str, *rest: Any) -> Any:
+        started = time_.perf_counter()
+        try:
+            return callback(code, *rest)
+        finally:
+            spent[0] += time_.perf_counter() - started
+
+    tvm_ffi.register_global_func(name, timed, override=True)
+    started = time_.perf_counter()
+    try:
+        return default_build(mod, target, params)
+    finally:
+        tvm_ffi.register_global_func(name, callback, override=True)
+        record = {
+            "pid": os_.getpid(),
+            "build": round(time_.perf_counter() - started, 3),
+            "compile": round(spent[0], 3),
+        }
+        with open(os_.environ["TUNE_TRACE"], "a") as trace:
+            trace.write(json_.dumps(record) + "\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--callback", choices=("tvm", "asynccomp"), required=True)
@@ -85,8 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     builder_class.build = timed_build  # timed on the class, before the builder is made
     initializer = asynccomp.tvm.register if args.callback == "asynccomp" else None
+    trace = Path(tempfile.mkdtemp()) / "builds.jsonl"
+    os.environ["TUNE_TRACE"] = str(trace)
     builder = LocalBuilder(
-        max_workers=args.workers, timeout_sec=args.timeout, initializer=initializer
+        max_workers=args.workers,
+        timeout_sec=args.timeout,
+        initializer=initializer,
+        f_build=traced_build,
     )
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as work_dir:
@@ -101,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cost_model="random",
         )
     total = time.perf_counter() - started
+    builds = [json.loads(line) for line in trace.read_text().splitlines()] if trace.exists() else []
     summary = {
         "callback": args.callback,
         "trials": args.trials,
@@ -111,6 +153,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "timeouts": sum(b["timeouts"] for b in batches),
         "build_errors": sum(b["errors"] for b in batches),
         "batches": batches,
+        "finished_builds": len(builds),
+        "build_seconds_max": max((b["build"] for b in builds), default=None),
+        "compile_seconds_max": max((b["compile"] for b in builds), default=None),
+        "compile_share": round(
+            sum(b["compile"] for b in builds) / max(1e-9, sum(b["build"] for b in builds)), 3
+        ),
+        "builds": sorted(builds, key=lambda b: -b["build"])[:12],
     }
     print(json.dumps(summary, indent=2))
     if args.json is not None:

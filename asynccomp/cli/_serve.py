@@ -51,6 +51,11 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR", help="disk cache folder")
     p.add_argument(
+        "--cold",
+        action="store_true",
+        help="start NVRTC workers as jobs need them, not all at once when the server starts",
+    )
+    p.add_argument(
         "--server-dir",
         type=Path,
         default=None,
@@ -87,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         engine["nvcc_workers"] = args.jobs
     if args.cache_dir is not None:
         engine["cache_dir"] = args.cache_dir
-    server = Server(paths, idle_timeout=args.idle_timeout, engine=engine)
+    server = Server(paths, idle_timeout=args.idle_timeout, engine=engine, warm=not args.cold)
     if args.detach:
         return _detach(server)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

@@ -83,6 +83,9 @@ class _Connection:
 class Server:
     """A compile server on ``paths`` (see :mod:`._paths`), running ``Engine(**engine)``.
 
+    ``warm``: start every NVRTC worker (and compile a small program in each) as soon as
+    the server listens, so the first clients find them ready.
+
     :meth:`serve` holds the lock file for the server's whole life, so a second server of
     the same identity cannot start (:class:`~asynccomp.ServerError`), and removes a
     socket that a crashed server left behind before it listens.
@@ -94,9 +97,11 @@ class Server:
         *,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         engine: Mapping[str, Any] | None = None,
+        warm: bool = True,
     ) -> None:
         self.paths = paths
         self.idle_timeout = idle_timeout
+        self.warm = warm
         self.engine_options = dict(engine or {})
         self.engine: Engine | None = None
         self.started = time.time()
@@ -146,6 +151,8 @@ class Server:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(listener.serve, self._handle)
                     tg.start_soon(self._watch_idle)
+                    if self.warm:
+                        tg.start_soon(self._warm_up_now)
                     logger.info(
                         "asynccomp server %s (pid %d) listening on %s",
                         __version__,
@@ -162,6 +169,19 @@ class Server:
             finally:
                 self._release_lock()
             logger.info("asynccomp server (pid %d) stopped", os.getpid())
+
+    async def _warm_up_now(self) -> None:
+        # A server exists to be warm: its workers start (and pay NVRTC's first-compile
+        # cost) while its first clients are still getting ready to send jobs, e.g.
+        # while MetaSchedule's builder workers lower their first candidates.
+        assert self.engine is not None
+        started = time.monotonic()
+        await self.engine.warm_up()
+        logger.info(
+            "%d NVRTC workers warm in %.2f s",
+            self.engine.statistics().workers,
+            time.monotonic() - started,
+        )
 
     async def _say_closing(self) -> None:
         with anyio.move_on_after(2, shield=True):
