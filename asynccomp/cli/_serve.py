@@ -51,9 +51,10 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR", help="disk cache folder")
     p.add_argument(
-        "--cold",
+        "--warm",
         action="store_true",
-        help="start NVRTC workers as jobs need them, not all at once when the server starts",
+        help="start and warm up every NVRTC worker as the server starts (by default they "
+        "start as jobs need them, and a warm-up never delays a waiting job)",
     )
     p.add_argument(
         "--server-dir",
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         engine["nvcc_workers"] = args.jobs
     if args.cache_dir is not None:
         engine["cache_dir"] = args.cache_dir
-    server = Server(paths, idle_timeout=args.idle_timeout, engine=engine, warm=not args.cold)
+    server = Server(paths, idle_timeout=args.idle_timeout, engine=engine, warm=args.warm)
     if args.detach:
         return _detach(server)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

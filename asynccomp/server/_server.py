@@ -84,7 +84,11 @@ class Server:
     """A compile server on ``paths`` (see :mod:`._paths`), running ``Engine(**engine)``.
 
     ``warm``: start every NVRTC worker (and compile a small program in each) as soon as
-    the server listens, so the first clients find them ready.
+    the server listens. Off by default: workers start as jobs need them, and stay warm
+    for the server's life; a warm-up competing for the CPU with clients that are busy
+    themselves (MetaSchedule's builder workers lowering their candidates) costs more
+    than it saves (measured: the first builder batch on 2 cores, 5.4 s warm against
+    2.5-2.8 s without).
 
     :meth:`serve` holds the lock file for the server's whole life, so a second server of
     the same identity cannot start (:class:`~asynccomp.ServerError`), and removes a
@@ -97,7 +101,7 @@ class Server:
         *,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         engine: Mapping[str, Any] | None = None,
-        warm: bool = True,
+        warm: bool = False,
     ) -> None:
         self.paths = paths
         self.idle_timeout = idle_timeout
@@ -171,9 +175,6 @@ class Server:
             logger.info("asynccomp server (pid %d) stopped", os.getpid())
 
     async def _warm_up_now(self) -> None:
-        # A server exists to be warm: its workers start (and pay NVRTC's first-compile
-        # cost) while its first clients are still getting ready to send jobs, e.g.
-        # while MetaSchedule's builder workers lower their first candidates.
         assert self.engine is not None
         started = time.monotonic()
         await self.engine.warm_up()

@@ -8,7 +8,7 @@
 # Idempotent: a command started within 30 s of the last one finds /tmp as it was left.
 # Source it: `. benchmarks/device/setup.sh`; it exports PYTHONPATH.
 set -euo pipefail
-SITE=/tmp/site
+export SITE=/tmp/site
 mkdir -p "$SITE"
 if [ ! -d "$SITE/tvm_ffi" ]; then
   python3 -m pip install -q --no-index --no-deps --target "$SITE" .device/wheels/*.whl
