@@ -24,7 +24,6 @@ from asynccomp.cache import (
     CACHE_FORMAT_VERSION,
     CacheCorruptionWarning,
     CacheEntry,
-    CacheReadWarning,
     CacheUnavailable,
     CacheWriteWarning,
     DiskCache,
@@ -36,6 +35,8 @@ from asynccomp.cache import (
     include_identity,
 )
 from asynccomp.errors import AsyncCompError
+
+from .filesystems import full_disk
 
 KEY_FIELDS: dict[str, Any] = {
     "source": 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1; }',
@@ -392,7 +393,7 @@ def test_unusable_root_raises(tmp_path: Path) -> None:
     assert info.value.errno is not None
 
 
-def test_put_into_broken_folder_warns_once_and_does_not_raise(tmp_path: Path) -> None:
+def test_a_shard_that_is_a_file_is_healed(tmp_path: Path) -> None:
     cache = DiskCache(tmp_path)
     key = key_of(20)
     other = next(key_of(n) for n in range(21, 10_000) if key_of(n)[:2] == key[:2])
@@ -400,23 +401,68 @@ def test_put_into_broken_folder_warns_once_and_does_not_raise(tmp_path: Path) ->
     shard = cache.path_of(key).parent
     shutil.rmtree(shard)
     shard.write_text("a file where the shard folder was")
+    assert cache.get(other) is None  # a miss, quietly
+    cache.put(other, make_entry())  # the shard is made again
+    assert cache.get(other) == make_entry()
+    assert cache.write_errors == 0
 
-    with pytest.warns(CacheWriteWarning, match="write failed"):
-        cache.put(other, make_entry())
-    assert cache.write_errors == 1
-    assert isinstance(cache.last_error, OSError)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        cache.put(other, make_entry())  # warned once already: silent now
-    assert cache.write_errors == 2
 
-    # Reading through the broken folder is a miss (warned once), not an error.
-    with pytest.warns(CacheReadWarning):
-        assert cache.get(other) is None
-    assert cache.read_errors == 1
+def test_an_entry_that_is_a_folder_is_healed(tmp_path: Path) -> None:
+    cache = DiskCache(tmp_path)
+    key = key_of(22)
+    path = cache.path_of(key)
+    path.mkdir(parents=True)
+    (path / "junk").write_text("x")
+    with pytest.warns(CacheCorruptionWarning, match="not a regular file"):
+        assert cache.get(key) is None
+    assert not path.exists()
+    cache.put(key, make_entry())
+    assert cache.get(key) == make_entry()
+    # A folder that appears between a lookup and a put is replaced by the put.
+    path.unlink()
+    path.mkdir()
+    cache.put(key, make_entry())
+    assert cache.get(key) == make_entry()
 
-    # Nothing half-written was left behind.
-    assert list(tmp_path.rglob("*.tmp")) == []
+
+def test_a_fifo_or_a_link_in_an_entrys_place_never_hangs_or_reads_forever(
+    tmp_path: Path,
+) -> None:
+    cache = DiskCache(tmp_path)
+    fifo_key, zero_key = key_of(23), key_of(24)
+    fifo = cache.path_of(fifo_key)
+    fifo.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(fifo)  # opened normally, a read would wait for a writer forever
+    zero = cache.path_of(zero_key)
+    zero.parent.mkdir(parents=True, exist_ok=True)
+    zero.symlink_to("/dev/zero")  # followed, a read would fill memory
+    with pytest.warns(CacheCorruptionWarning):
+        assert cache.get(fifo_key) is None
+    with pytest.warns(CacheCorruptionWarning):
+        assert cache.get(zero_key) is None
+    assert not fifo.exists() and not zero.is_symlink()
+    cache.put(fifo_key, make_entry())
+    assert cache.get(fifo_key) == make_entry()
+
+
+def test_a_full_disk_warns_once_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    with full_disk(tmp_path) as full:
+        # The folder exists but nothing more fits: the probe file fails half-written.
+        with pytest.raises(CacheUnavailable):
+            DiskCache(full / "cache")
+        assert [p.name for p in full.rglob("*") if p.is_file()] == ["filler"]
+    # A cache made in the room there was, on a disk that then has none for an entry.
+    with full_disk(tmp_path, leave=16384) as full:
+        (full / "room").unlink()
+        cache = DiskCache(full / "cache")
+        big = CacheEntry(b"x" * 200_000, "", {})
+        with pytest.warns(CacheWriteWarning, match="write failed"):
+            cache.put(key_of(25), big)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            cache.put(key_of(26), big)  # warned once already: silent now
+        assert cache.write_errors == 2
+        assert list(full.rglob("*.tmp")) == []  # nothing half-written left behind
 
 
 def test_cache_folder_deleted_under_us(tmp_path: Path) -> None:

@@ -249,3 +249,27 @@ def test_examples_compile(tmp_path: Path) -> None:
     proc = asynccomp("compile", "--examples", "--arch", ARCH, cache=tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr
     assert "0 failed" in proc.stdout
+
+
+def test_cache_command(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    source = tmp_path / "k.cu"
+    source.write_text(scale_kernel(17.0))
+    for _ in range(2):  # a compile, then a hit from the disk tier
+        assert asynccomp("compile", str(source), "--arch", ARCH, cache=cache).returncode == 0
+    stats = asynccomp("cache", "stats", "--json", cache=cache)
+    report = json.loads(stats.stdout)
+    assert report["entries"] == 1 and report["bytes"] > 0
+    assert (report["disk_hits"], report["misses"], report["stores"]) == (1, 1, 1)
+    assert report["folder"].startswith(str(cache))
+    assert asynccomp("cache", "path", cache=cache).stdout.strip() == str(cache)
+    [entry] = cache.rglob("*.entry")
+    entry.write_bytes(entry.read_bytes()[:-5] + b"oops!")
+    verify = asynccomp("cache", "verify", cache=cache)
+    assert verify.returncode == 1 and "checksum mismatch" in verify.stdout
+    assert not entry.exists()
+    assert asynccomp("cache", "verify", cache=cache).returncode == 0
+    assert asynccomp("compile", str(source), "--arch", ARCH, cache=cache).returncode == 0
+    cleared = asynccomp("cache", "clear", cache=cache)
+    assert "removed 1 entries" in cleared.stdout
+    assert json.loads(asynccomp("cache", "stats", "--json", cache=cache).stdout)["entries"] == 0

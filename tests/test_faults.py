@@ -4,13 +4,10 @@ compiling, or stop answering; timeouts and cancellation."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,32 +26,11 @@ from asynccomp import (
 )
 from asynccomp.backends import _nvrtc_pool
 
+from .filesystems import full_disk
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
 from .processes import compiler_processes, nvrtc_workers, wait_until
 
 NVRTC_MODES = ["processes", "threads"]
-
-
-@contextlib.contextmanager
-def full_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real, full file system: a 64 KiB tmpfs filled to the last byte (needs root)."""
-    mount = tmp_path / "full"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        with contextlib.suppress(OSError), open(mount / "filler", "wb") as f:
-            while True:
-                f.write(b"\0" * 4096)
-                f.flush()
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @needs_nvcc

@@ -45,7 +45,8 @@ from ._counters import Counters
 
 if TYPE_CHECKING:
     from ..backends import CompilerBackend
-    from ..cache import ResultCache
+    from ..cache import RemoteCache, ResultCache
+    from ..cache._remote import RemoteWriter
     from ..server import ServerClient
 
 __all__ = ("Engine", "EngineState")
@@ -122,6 +123,12 @@ class Engine:
             share per worker (it would finish last even if started first) is compiled
             with ``--split-compile=N``, so its optimizer runs on N threads. Changes the
             cubin bytes but not the SASS. ``0`` (the default) never splits.
+        remote_cache: a remote tier behind the memory and disk tiers, shared by
+            machines: a URL (``"redis://host:6379/0"``, see
+            :func:`~asynccomp.cache.remote_cache_from_url`) or a
+            :class:`~asynccomp.cache.RemoteCache`; ``None`` (the default) uses
+            ``$ASYNCCOMP_REMOTE_CACHE`` when it is set, ``False`` none. A remote that is
+            down or slow never fails or stalls a compile.
         server: ``"auto"``: run the jobs on this user's compile server
             (:mod:`asynccomp.server`), starting it if none runs, instead of starting
             workers in this process; a path: the socket of a running server. The engine
@@ -154,6 +161,7 @@ class Engine:
         cost_model: CostModel | None = None,
         split_compile: int = 0,
         server: str | os.PathLike[str] | None = None,
+        remote_cache: str | RemoteCache | Literal[False] | None = None,
     ) -> None:
         if arch is not None:
             parse_arch(arch)
@@ -172,6 +180,7 @@ class Engine:
                 "cache_failures": cache_failures,
                 "cost_model": cost_model is not None,
                 "split_compile": split_compile != 0,
+                "remote_cache": remote_cache is not None,
             }
             if any(given.values()):
                 names = ", ".join(name for name, set_ in given.items() if set_)
@@ -213,6 +222,7 @@ class Engine:
         self.tvm_fast_path = tvm_fast_path
         self.dump_dir = None if dump_dir is None else Path(dump_dir).absolute()
         self._cache_enabled = bool(cache)
+        self._remote = None if self.server is not None else _remote_cache(remote_cache)
         self._cache_dir = cache_dir
         self._cache_failures = cache_failures
         self.cost_model = CostModel() if cost_model is None else cost_model
@@ -224,6 +234,7 @@ class Engine:
         self._backends: dict[str, CompilerBackend] = {}
         self._runner: _Runner | None = None
         self._client: ServerClient | None = None
+        self._writer: RemoteWriter | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         # Calls under way (compile, compile_many, as_completed, warm_up), and prefetched
         # batches: what closing waits for, or cancels.
@@ -254,6 +265,7 @@ class Engine:
         # only talks to a compile server (a TVM builder worker) never loads the
         # backends, the cache and the pipeline.
         from ..cache import ResultCache, default_cache_dir
+        from ..cache._remote import RemoteWriter
         from ._dumps import DumpRegistry
         from ._pipeline import Scheduler
         from ._plan import Planner
@@ -280,6 +292,7 @@ class Engine:
                 memory_bytes=self._memory_cache_bytes,
                 disk_bytes=self._disk_cache_bytes,
                 cache_failures=self._cache_failures,
+                remote=self._remote,
             )
 
         self._cache = await anyio.to_thread.run_sync(make_cache)
@@ -296,6 +309,8 @@ class Engine:
             dumps=dumps,
             cache=self._cache,
         )
+        if self._cache is not None and self._remote is not None:
+            self._writer = RemoteWriter(self._remote)
         self._runner = Scheduler(
             planner=planner,
             toolkit=self._toolkit,
@@ -305,12 +320,15 @@ class Engine:
             dumps=dumps,
             cost_model=self.cost_model,
             counters=self._counters,
+            writer=self._writer,
         )
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
         for backend in self._backends.values():
             await backend.start(task_group)
+        if self._writer is not None:
+            task_group.start_soon(self._writer.run)
 
     async def _start_client(self) -> None:
         # Imported here: the server package imports this module.
@@ -362,6 +380,12 @@ class Engine:
                     await backend.aclose()
                 if self._client is not None:
                     await self._client.aclose()
+                if self._writer is not None:
+                    await self._writer.aclose()  # what is queued, for a few seconds
+                if self._remote is not None:
+                    await self._remote.aclose()
+                if self._cache is not None:
+                    await anyio.to_thread.run_sync(self._cache.save_stats)
             # Outside the shield (the task group's scope must be the innermost one when
             # it exits): the background tasks left (threads NVRTC has not stopped yet)
             # are cancelled and waited for. The body's own exception, if any, propagates
@@ -570,6 +594,22 @@ class CompletedResults:
         self._receive.close()
         if exc_type is None and self._batch.pending and self._engine._forced:
             raise EngineClosed("the engine was closed before these jobs finished")
+
+
+def _remote_cache(value: object) -> RemoteCache | None:
+    """The remote tier ``Engine(remote_cache=...)`` asks for (a URL checked now)."""
+    from ..cache import REMOTE_CACHE_ENV, RemoteCache, remote_cache_from_url
+
+    if value is False:
+        return None
+    if value is None:
+        url = os.environ.get(REMOTE_CACHE_ENV, "").strip()
+        return remote_cache_from_url(url) if url else None
+    if isinstance(value, RemoteCache):
+        return value
+    if isinstance(value, str):
+        return remote_cache_from_url(value)
+    raise InvalidJob("remote_cache", value, "must be a URL, a RemoteCache, None or False")
 
 
 def _check_server(server: object) -> str | None:

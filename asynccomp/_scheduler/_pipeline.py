@@ -19,16 +19,20 @@ as an exception that would cost the other jobs of the batch theirs.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from ..backends import CompilerBackend
-from ..cache import CacheEntry, ResultCache
+from ..backends import BackendOutput, CompilerBackend, PreparedCompile
+from ..cache import ResultCache
+from ..cache._deps import Dependency, include_dirs_of, scan_includes, snapshot
+from ..cache._remote import RemoteWriter
 from ..cost import CostModel
 from ..errors import CompileTimeout
 from ..job import CompileJob
@@ -65,6 +69,7 @@ class Scheduler:
         dumps: DumpRegistry,
         cost_model: CostModel,
         counters: Counters,
+        writer: RemoteWriter | None = None,
     ) -> None:
         self.planner = planner
         self.toolkit = toolkit
@@ -75,6 +80,13 @@ class Scheduler:
         self.counters = counters
         self.queues = {name: SlotQueue(total, self._start) for name, total in slots.items()}
         self.coalescer: Coalescer[PlannedJob] = Coalescer()
+        self.writer = writer
+        # What the toolkit's include fingerprint covers: headers under these are not
+        # dependencies of a compile's cache entry.
+        roots = [*toolkit.include_dirs]
+        if toolkit.cuda_root is not None:
+            roots.append(toolkit.cuda_root)
+        self._toolkit_roots = sorted({os.path.realpath(r) for r in roots})
 
     @property
     def waiting(self) -> int:
@@ -123,32 +135,39 @@ class Scheduler:
             for p in planned:
                 self._enqueue(p)
             return
-        hits: list[tuple[PlannedJob, CacheEntry]] = []
-        misses: list[PlannedJob] = []
-        for p in planned:
-            assert p.key is not None
-            entry = cache.from_memory(p.key)
-            if entry is not None:
-                hits.append((p, entry))
-            else:
-                misses.append(p)
-        if misses and cache.disk is not None:
-            keys = [p.key for p in misses if p.key is not None]
-            try:
-                entries = await anyio.to_thread.run_sync(cache.from_disk, keys)
-            except Exception:  # DiskCache reports its own I/O errors; this is a bug
-                logger.exception("asynccomp: disk cache lookup failed")
-                entries = [None] * len(misses)
-            still: list[PlannedJob] = []
-            for p, found in zip(misses, entries, strict=True):
-                if found is None:
-                    still.append(p)
-                else:
-                    hits.append((p, found))
-            misses = still
-        for p in misses:
-            self._enqueue(p)
-        for p, entry in hits:
+        keys = [p.key for p in planned if p.key is not None]
+        assert len(keys) == len(planned)
+        in_memory = [cache.from_memory(key) for key in keys]
+        # Memory hits without dependencies are answered here; disk reads and dependency
+        # checks block, and go to a thread in one hop for the chunk.
+        blocking = [
+            i
+            for i, e in enumerate(in_memory)
+            if (e is None and cache.disk is not None) or (e is not None and e.metadata.get("deps"))
+        ]
+        entries = list(in_memory)
+        cache.stats.add(
+            memory_hits=len([e for e in in_memory if e is not None])
+            - len([i for i in blocking if in_memory[i] is not None])
+        )
+        if blocking:
+            checked = await anyio.to_thread.run_sync(
+                cache.local, [keys[i] for i in blocking], [in_memory[i] for i in blocking]
+            )
+            for i, entry in zip(blocking, checked, strict=True):
+                entries[i] = entry
+        missing = [i for i, entry in enumerate(entries) if entry is None]
+        if missing and cache.remote is not None:
+            remote = await cache.from_remote([keys[i] for i in missing])
+            for i, entry in zip(missing, remote, strict=True):
+                entries[i] = entry
+        cache.stats.add(misses=sum(entry is None for entry in entries))
+        for p, entry in zip(planned, entries, strict=True):
+            if entry is None:
+                self._enqueue(p)
+        for p, entry in zip(planned, entries, strict=True):
+            if entry is None:
+                continue
             result = replace(
                 cache.result(entry, p.job, p.prepared), queued=time.monotonic() - p.submitted
             )
@@ -188,19 +207,21 @@ class Scheduler:
         p.batch.task_group.start_soon(self._compile, p)
 
     async def _compile(self, p: PlannedJob) -> None:
-        result: CompileResult | None = None
+        done: tuple[CompileResult, list[Dependency] | None] | None = None
         try:
-            result = await self._compile_one(p)
+            done = await self._compile_one(p)
         except Exception as exc:  # a bug or an OS error of ours: this job's result only
             logger.exception("asynccomp: job %r failed inside asynccomp", p.job.name)
-            result = internal_failure(p.job, p.prepared, exc)
+            done = internal_failure(p.job, p.prepared, exc), None
         finally:
             self.queues[p.backend].release()
-            if result is None:  # cancelled
+            if done is None:  # cancelled
                 self._hand_on(p)
-        await self._complete(p, result)
+        await self._complete(p, *done)
 
-    async def _compile_one(self, p: PlannedJob) -> CompileResult:
+    async def _compile_one(self, p: PlannedJob) -> tuple[CompileResult, list[Dependency] | None]:
+        """The job's result, and the files it read outside the toolkit (``None`` when
+        they cannot be known for sure: the result is then not cached)."""
         job, prepared = p.job, p.prepared
         warnings: list[str] = []
         folder = await self.dumps.start(job, prepared, warnings) if p.dumps else None
@@ -210,6 +231,7 @@ class Scheduler:
         counters.compiled += 1
         counters.running += 1
         started = time.monotonic()
+        started_ns = time.time_ns()
         try:
             out = await self.backends[prepared.backend].run(prepared)
         finally:
@@ -220,14 +242,37 @@ class Scheduler:
         result = from_output(job, prepared, out, elapsed=elapsed, queued=started - p.submitted)
         if warnings:
             result = replace(result, warnings=(*warnings, *result.warnings))
+        deps: list[Dependency] | None = None
+        if self.cache is not None and out.status in ("ok", "failed"):
+            deps = await anyio.to_thread.run_sync(self._dependencies, prepared, out, started_ns)
         if folder is not None:
             result = await self.dumps.finish(folder, prepared, result, self._versions())
-        return result
+        return result, deps
 
-    async def _complete(self, leader: PlannedJob, result: CompileResult) -> None:
+    def _dependencies(
+        self, prepared: PreparedCompile, out: BackendOutput, started_ns: int
+    ) -> list[Dependency] | None:
+        """Blocking: the files the compile read outside the toolkit, as they are now."""
+        if out.dependencies is not None:  # the compiler said (nvcc)
+            found = [d for d in out.dependencies if not _under(d, self._toolkit_roots)]
+            absent: list[str] = []
+        else:  # NVRTC cannot say: follow the includes
+            found, absent = scan_includes(
+                prepared.source.encode("utf-8", "surrogateescape"),
+                include_dirs_of(prepared.options),
+                self._toolkit_roots,
+                str(Path.cwd()),
+            )
+        return snapshot(found, absent, not_before_ns=started_ns)
+
+    async def _complete(
+        self, leader: PlannedJob, result: CompileResult, deps: list[Dependency] | None
+    ) -> None:
         """Deliver ``result`` to its job and to the jobs that waited for it; cache it."""
         cache, key = self.cache, leader.key
-        entry = cache.remember(key, result) if cache is not None and key is not None else None
+        entry = None
+        if cache is not None and key is not None and deps is not None:
+            entry = cache.remember(key, result, leader.prepared, deps)
         followers = self.coalescer.finish(key, leader) if key is not None else []
         self._deliver(leader.batch, leader.index, result)
         now = time.monotonic()
@@ -236,16 +281,19 @@ class Scheduler:
             if not _answers(result, f.job):
                 self._enqueue(f)  # e.g. it allows more time than the compile that timed out
                 continue
-            mine = shared(result, f.job, queued=now - f.submitted)
+            mine = shared(result, f.job, f.prepared, leader.prepared, queued=now - f.submitted)
             self.counters.deduplicated += 1
             if f.dumps:
                 assert f.batch.task_group is not None
                 f.batch.task_group.start_soon(self._dump_and_deliver, f, mine)
             else:
                 self._deliver(f.batch, f.index, mine)
-        if entry is not None and cache is not None and cache.disk is not None:
+        if entry is not None and cache is not None:
             assert key is not None
-            await anyio.to_thread.run_sync(cache.write, key, entry)
+            if self.writer is not None:
+                self.writer.submit(key, entry)  # the remote tier, off this job's path
+            if cache.disk is not None:
+                await anyio.to_thread.run_sync(cache.write, key, entry)
 
     async def _dump_and_deliver(self, p: PlannedJob, result: CompileResult) -> None:
         try:
@@ -277,6 +325,11 @@ class Scheduler:
 
     def _versions(self) -> dict[str, str | None]:
         return self.toolkit.compiler_versions
+
+
+def _under(path: str, roots: Sequence[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(real == root or real.startswith(root + os.sep) for root in roots)
 
 
 def _answers(result: CompileResult, job: CompileJob) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..backends import BackendOutput, PreparedCompile
+from ..cache._results import renamed_log
 from ..errors import (
     CompileError,
     CompileTimeout,
@@ -97,9 +98,27 @@ def from_output(
     )
 
 
-def shared(result: CompileResult, job: CompileJob, *, queued: float) -> CompileResult:
-    """``result`` (another job's compile of the same thing) as the result of ``job``:
-    its own job, its own error object, its own waiting time, no dump folder of the
-    other job's."""
+def shared(
+    result: CompileResult,
+    job: CompileJob,
+    prepared: PreparedCompile,
+    compiled: PreparedCompile,
+    *,
+    queued: float,
+) -> CompileResult:
+    """``result`` (the compile of ``compiled``, another job's) as the result of ``job``:
+    its own job, command, error object, waiting time and file name in the log's
+    diagnostics; no dump folder of the other job's."""
     error = None if result.error is None else result.error.for_job(job)
-    return replace(result, job=job, error=error, queued=queued, dump_dir=None)
+    log = renamed_log(result.log, compiled.filename, prepared.filename)
+    if error is not None and log != result.log:
+        error.log = log
+    return replace(
+        result,
+        job=job,
+        error=error,
+        queued=queued,
+        dump_dir=None,
+        command=prepared.options,
+        log=log,
+    )

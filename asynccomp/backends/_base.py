@@ -112,6 +112,9 @@ class BackendOutput:
     log: str
     message: str = ""
     warnings: tuple[str, ...] = ()
+    #: The files the compile read, as the compiler reported them (nvcc ``-MMD``), or
+    #: ``None`` when it cannot say (NVRTC): the cache then finds them itself.
+    dependencies: tuple[str, ...] | None = None
 
 
 class CompilerBackend(abc.ABC):

@@ -14,6 +14,7 @@ Where an nvcc option is rendered: :meth:`NvccBackend.prepare`, here, and nowhere
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -94,6 +95,10 @@ class NvccBackend(CompilerBackend):
             # folder that cannot be written must not fail the compile.
             argv.append("--keep")
         stem = filename[: -len(".cu")]
+        if not job.exact_options:
+            # The headers it read outside the system's folders, for the cache (the
+            # output is the same with or without: tested).
+            argv += ["-MMD", "-MF", f"{stem}.d"]
         argv += ["-o", f"{stem}.{output}", filename]
         return PreparedCompile(
             backend=self.name,
@@ -158,12 +163,12 @@ class NvccBackend(CompilerBackend):
                 "failed", None, log, f"nvcc exited with status {process.returncode}"
             )
         try:
-            binary = await anyio.to_thread.run_sync(_read_output, workdir / prepared.binary_name)
+            binary, deps = await anyio.to_thread.run_sync(_read_output, workdir, prepared)
         except OSError as exc:
             return BackendOutput("internal", None, log, f"could not read nvcc's output: {exc}")
         if not binary:
             return BackendOutput("empty", None, log, "nvcc exited with status 0 but wrote nothing")
-        return BackendOutput("ok", binary, log)
+        return BackendOutput("ok", binary, log, dependencies=deps)
 
 
 def _make_workdir(prepared: PreparedCompile) -> Path:
@@ -178,11 +183,42 @@ def _make_workdir(prepared: PreparedCompile) -> Path:
     return workdir
 
 
-def _read_output(path: Path) -> bytes:
+def _read_output(workdir: Path, prepared: PreparedCompile) -> tuple[bytes, tuple[str, ...] | None]:
+    """The binary (empty if none was written), and the files nvcc said it read (outside
+    its work folder; ``None`` when it wrote no dependency file)."""
     try:
-        return path.read_bytes()
+        binary = (workdir / prepared.binary_name).read_bytes()
     except FileNotFoundError:
-        return b""
+        binary = b""
+    depfile = workdir / (prepared.filename[: -len(".cu")] + ".d")
+    try:
+        listed = _parse_depfile(depfile.read_text(errors="surrogateescape"))
+    except FileNotFoundError:
+        return binary, None
+    inside = str(workdir.resolve())
+    deps = []
+    for name in listed:
+        path = os.path.normpath(workdir / name)
+        if not os.path.realpath(path).startswith(inside + os.sep):
+            deps.append(path)
+    return binary, tuple(deps)
+
+
+def _parse_depfile(text: str) -> list[str]:
+    """The prerequisites of a make-style dependency file (nvcc ``-MMD -MF``)."""
+    body = text.replace("\\\n", " ")
+    paths: list[str] = []
+    for line in body.splitlines():
+        if ":" not in line:
+            continue
+        _, _, rest = line.partition(": ")
+        if not rest:
+            _, _, rest = line.partition(":")
+        # Spaces inside a path are escaped with a backslash.
+        for word in re.split(r"(?<!\\) +", rest.strip()):
+            if word:
+                paths.append(word.replace("\\ ", " "))
+    return paths
 
 
 def _move_intermediates(

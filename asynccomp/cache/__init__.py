@@ -7,9 +7,14 @@ options, the compiler's identity and a fingerprint of the include folders
 
 * :class:`MemoryCache`, an LRU dictionary bounded in bytes, for repeated jobs in one
   process (an autotuner re-asking for a kernel it built a minute ago);
-* :class:`DiskCache`, one verified file per entry under ``<root>/v2/<key[:2]>/``,
+* :class:`DiskCache`, one verified file per entry under ``<root>/v3/<key[:2]>/``,
   shared by every process and every run on the machine, bounded in bytes and trimmed
-  least-recently-used first.
+  least-recently-used first;
+* optionally a :class:`RemoteCache` shared by machines: :class:`RedisCache`
+  (``Engine(remote_cache="redis://host:6379/0")`` or ``$ASYNCCOMP_REMOTE_CACHE``).
+
+Entries remember the headers a compile read from outside the toolkit, with their
+digests, and a hit whose headers changed is a miss (see :mod:`._deps`).
 
 Both are safe to use from several threads, and :class:`DiskCache` from several
 processes at once. The engine's side (keys from a prepared compile, results from
@@ -52,20 +57,27 @@ from ._keys import (
     include_identity,
 )
 from ._memory import MemoryCache, entry_size
-from ._results import ResultCache, compiler_identity
+from ._redis import RedisCache
+from ._remote import REMOTE_CACHE_ENV, RemoteCache, RemoteCacheWarning, remote_cache_from_url
+from ._results import CacheStats, ResultCache, compiler_identity
 
 __all__ = (
     "CACHE_DIR_ENV",
     "CACHE_FORMAT_VERSION",
+    "REMOTE_CACHE_ENV",
     "CacheCorruptionWarning",
     "CacheDirWarning",
     "CacheEntry",
     "CacheReadWarning",
+    "CacheStats",
     "CacheUnavailable",
     "CacheWarning",
     "CacheWriteWarning",
     "DiskCache",
     "MemoryCache",
+    "RedisCache",
+    "RemoteCache",
+    "RemoteCacheWarning",
     "ResultCache",
     "cache_key",
     "clear_include_identity_cache",
@@ -73,4 +85,5 @@ __all__ = (
     "default_cache_dir",
     "entry_size",
     "include_identity",
+    "remote_cache_from_url",
 )

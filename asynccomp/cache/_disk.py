@@ -12,11 +12,14 @@ cannot be created or written.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
 import secrets
+import shutil
+import stat
 import struct
 import threading
 import time
@@ -29,7 +32,7 @@ from ..errors import CacheUnavailable
 from ._entry import CacheCorruptionWarning, CacheEntry, CacheReadWarning, CacheWriteWarning
 from ._keys import CACHE_FORMAT_VERSION
 
-__all__ = ("DiskCache",)
+__all__ = ("DiskCache", "decode_entry", "encode_entry")
 
 # File layout (all integers little-endian):
 #   magic    8 bytes   b"ACCACHE\0"
@@ -161,18 +164,23 @@ class DiskCache:
         self.max_bytes = max_bytes
         #: The versioned folder the entries live in.
         self.directory = self.root / f"v{CACHE_FORMAT_VERSION}"
+        probe = self._tmp_name(self.directory, "probe")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            # Creating the folder is not enough (read-only mounts, foreign owners):
-            # write and remove a real file to be sure puts can work.
-            probe = self._tmp_name(self.directory, "probe")
+            # Creating the folder is not enough (read-only mounts, foreign owners, a
+            # full disk): write and remove a real file to be sure puts can work.
             with open(probe, "xb") as f:
                 f.write(b"probe")
-            probe.unlink()
         except OSError as exc:
             error = CacheUnavailable(f"cache folder {self.directory} is not usable: {exc}")
             error.errno = exc.errno
             raise error from exc
+        finally:
+            # Also when the write failed halfway (a full disk): no probe is left behind.
+            try:
+                probe.unlink()
+            except OSError:
+                pass
         self._lock = threading.Lock()
         self._evict_lock = threading.Lock()
         self._estimate: int | None = None
@@ -204,30 +212,67 @@ class DiskCache:
     # -- reading
 
     def get(self, key: str) -> CacheEntry | None:
-        """The entry under ``key``, or ``None`` (missing, damaged or unreadable)."""
+        """The entry under ``key``, or ``None`` (missing, damaged or unreadable).
+
+        The file is opened without following a link and without blocking, must be a
+        regular file, and is read up to the size it had when opened: a FIFO, a link to
+        ``/dev/zero`` or a folder in an entry's place is a miss (and is removed), never a
+        hang or an unbounded read.
+        """
         path = self._path(_check_key(key))
         try:
-            with open(path, "rb", buffering=0) as f:
-                st = os.fstat(f.fileno())
-                data = f.read()
-                try:
-                    entry = _decode(key, data)
-                except _Corrupt as exc:
-                    self._discard(path, st, str(exc))
-                    return None
-                if time.time_ns() - st.st_mtime_ns > _TOUCH_AFTER_NS:
-                    self._touch(f.fileno(), path)
-                return entry
-        except FileNotFoundError:
-            return None
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # no entry (or a file where its shard belongs: a put heals it)
         except OSError as exc:
-            with self._lock:
-                self.read_errors += 1
-                self.last_error = exc
-            self._warn_once(
-                CacheReadWarning, f"compile-cache read failed ({exc}); treated as a miss", 3
-            )
+            if exc.errno in (errno.ELOOP, errno.EISDIR):  # a link or a folder
+                self._heal(path, "not a regular file")
+                return None
+            self._read_failed(exc)
             return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self._heal(path, "not a regular file")
+                return None
+            data = _read_at_most(fd, st.st_size)
+            try:
+                entry = _decode(key, data)
+            except _Corrupt as exc:
+                self._discard(path, st, str(exc))
+                return None
+            if time.time_ns() - st.st_mtime_ns > _TOUCH_AFTER_NS:
+                self._touch(fd, path)
+            return entry
+        except OSError as exc:
+            self._read_failed(exc)
+            return None
+        finally:
+            os.close(fd)
+
+    def _read_failed(self, exc: OSError) -> None:
+        with self._lock:
+            self.read_errors += 1
+            self.last_error = exc
+        self._warn_once(
+            CacheReadWarning, f"compile-cache read failed ({exc}); treated as a miss", 4
+        )
+
+    def _heal(self, path: Path, reason: str) -> None:
+        """Remove what sits in an entry's place and is not an entry file (a folder, a
+        link, a FIFO), so the next put can write one there."""
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError:
+            return
+        warnings.warn(
+            f"compile-cache entry {path} was {reason}; removed",
+            CacheCorruptionWarning,
+            stacklevel=4,
+        )
 
     @staticmethod
     def _touch(fd: int, path: Path) -> None:
@@ -291,10 +336,15 @@ class DiskCache:
         try:
             try:
                 self._write_new(tmp, pieces)
-            except FileNotFoundError:
-                # First entry of this shard, or the folder was deleted under us.
+            except (FileNotFoundError, NotADirectoryError):
+                # First entry of this shard, the folder was deleted under us, or a file
+                # sits where the shard folder belongs: make (or heal) the shard.
+                if folder.exists() and not folder.is_dir():
+                    folder.unlink()
                 folder.mkdir(parents=True, exist_ok=True)
                 self._write_new(tmp, pieces)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)  # a folder in the entry's place: rename cannot replace it
             # Atomic: readers see the old entry or the new one, never a partial file;
             # of two processes writing one key, the last rename wins, both whole.
             tmp.replace(path)
@@ -357,6 +407,68 @@ class DiskCache:
                         continue
                     yield is_entry, _FileInfo(st.st_mtime_ns, st.st_size, item.path)
 
+    def count(self) -> tuple[int, int]:
+        """(entries, bytes) in the folder now."""
+        try:
+            infos = [info for is_entry, info in self._scan() if is_entry]
+        except OSError:
+            return 0, 0
+        return len(infos), sum(info.size for info in infos)
+
+    def verify(self) -> tuple[int, list[tuple[Path, str]]]:
+        """Read and check every entry; remove the bad ones. Returns (good entries,
+        [(path, what was wrong)] for those removed)."""
+        good, bad = 0, []
+        try:
+            infos = [info for is_entry, info in self._scan() if is_entry]
+        except OSError:
+            return 0, []
+        for info in infos:
+            path = Path(info.path)
+            key = path.name[: -len(_SUFFIX)]
+            problem = None
+            if _KEY_RE.fullmatch(key) is None:
+                problem = "not named after a key"
+            else:
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                    try:
+                        st = os.fstat(fd)
+                        if not stat.S_ISREG(st.st_mode):
+                            problem = "not a regular file"
+                        else:
+                            _decode(key, _read_at_most(fd, st.st_size))
+                    finally:
+                        os.close(fd)
+                except _Corrupt as exc:
+                    problem = str(exc)
+                except OSError as exc:
+                    problem = f"unreadable: {exc}"
+            if problem is None:
+                good += 1
+                continue
+            bad.append((path, problem))
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+            except OSError:
+                pass
+        return good, bad
+
+    def clear(self) -> int:
+        """Remove every entry (and temp file); returns how many entries went."""
+        removed = 0
+        try:
+            for is_entry, info in list(self._scan()):
+                removed += is_entry and _unlink(info) > 0
+        except OSError:
+            pass
+        with self._lock:
+            self._estimate = 0
+        return removed
+
     def size_bytes(self) -> int:
         """The total size of the entry files now (a fresh scan of the folder)."""
         try:
@@ -412,6 +524,32 @@ class DiskCache:
             self._estimate = total
             self._scanned_at = time.monotonic_ns()
         return freed
+
+
+def _read_at_most(fd: int, size: int) -> bytes:
+    """The file's first ``size`` bytes (what it held when it was opened)."""
+    chunks = []
+    left = size
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def encode_entry(key: str, entry: CacheEntry) -> bytes:
+    """``entry`` in the disk format (also what the remote tier stores)."""
+    return b"".join(_encode(key, entry))
+
+
+def decode_entry(key: str, data: bytes) -> CacheEntry | None:
+    """The entry in ``data`` if it is whole, unaltered and ``key``'s, else ``None``."""
+    try:
+        return _decode(key, data)
+    except _Corrupt:
+        return None
 
 
 def _unlink(info: _FileInfo) -> int:

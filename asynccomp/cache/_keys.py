@@ -27,7 +27,7 @@ __all__ = (
 
 #: Bumped whenever the key recipe or the file format changes: it is hashed into every
 #: key and names the on-disk subfolder, so old entries are never misread, only unused.
-CACHE_FORMAT_VERSION: int = 2
+CACHE_FORMAT_VERSION: int = 3
 
 #: The environment variable that overrides :func:`default_cache_dir`.
 CACHE_DIR_ENV = "ASYNCCOMP_CACHE_DIR"

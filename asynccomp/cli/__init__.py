@@ -2,7 +2,8 @@
 
 ``asynccomp compile`` compiles files and folders (or ``--examples``, the built-in
 kernels); ``asynccomp bench`` measures how fast a corpus compiles in several
-configurations; ``asynccomp doctor`` prints the toolkit found. Exit status: 0 all good,
+configurations; ``asynccomp serve`` runs the compile server; ``asynccomp cache`` shows
+and tends the compile cache; ``asynccomp doctor`` prints the toolkit found. Exit status: 0 all good,
 1 a job failed, 2 a usage error, 130 interrupted.
 """
 
@@ -12,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import _bench, _compile, _doctor, _serve
+from . import _bench, _cache, _compile, _doctor, _serve
 
 __all__ = ("build_parser", "main")
 
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     _bench.add_parser(sub)
     _doctor.add_parser(sub)
     _serve.add_parser(sub)
+    _cache.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,123 @@
+"""``asynccomp cache``: what the compile cache holds and did (as ``ccache -s``), and its
+upkeep (``clear``, ``verify``, ``path``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ..cache import (
+    CACHE_FORMAT_VERSION,
+    REMOTE_CACHE_ENV,
+    CacheStats,
+    DiskCache,
+    RedisCache,
+    default_cache_dir,
+    remote_cache_from_url,
+)
+from ..errors import AsyncCompError
+
+DESCRIPTION = """\
+The compile cache: entries by a key over everything that decides a binary, in a folder
+shared by every process (--cache-dir, else $ASYNCCOMP_CACHE_DIR, else the user cache
+folder), and optionally a remote tier ($ASYNCCOMP_REMOTE_CACHE=redis://host:6379/0).
+
+  asynccomp cache stats      entries, bytes, hits and misses per tier, the folder
+  asynccomp cache verify     read and check every entry, remove the bad ones
+  asynccomp cache clear      remove every entry
+  asynccomp cache path       print the folder
+"""
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "cache",
+        help="the compile cache: stats, verify, clear, path",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("action", choices=("stats", "verify", "clear", "path"))
+    p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR", help="the folder")
+    p.add_argument("--json", action="store_true", help="stats and verify: JSON on stdout")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = args.cache_dir if args.cache_dir is not None else default_cache_dir()
+    if args.action == "path":
+        print(root)
+        return 0
+    try:
+        disk = DiskCache(root)
+    except AsyncCompError as exc:
+        print(f"asynccomp: error: {exc}", file=sys.stderr)
+        return 1
+    if args.action == "clear":
+        removed = disk.clear()
+        (root / "stats.json").unlink(missing_ok=True)
+        print(f"removed {removed} entries from {disk.directory}")
+        return 0
+    if args.action == "verify":
+        good, bad = disk.verify()
+        if args.json:
+            print(json.dumps({"good": good, "removed": [[str(p), why] for p, why in bad]}))
+        else:
+            for path, why in bad:
+                print(f"removed {path}: {why}")
+            print(f"{good} entries good, {len(bad)} bad (removed) in {disk.directory}")
+        return 1 if bad else 0
+    return _stats(disk, root, args.json)
+
+
+def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
+    entries, size = disk.count()
+    totals = CacheStats.load(root)
+    url = os.environ.get(REMOTE_CACHE_ENV, "").strip() or None
+    remote: dict[str, Any] | None = None
+    if url:
+        try:
+            store = remote_cache_from_url(url)
+            reachable = anyio.run(store.ping) if isinstance(store, RedisCache) else None
+            remote = {"url": url, "reachable": reachable}
+        except AsyncCompError as exc:
+            remote = {"url": url, "error": str(exc)}
+    lookups = sum(totals[k] for k in ("memory_hits", "disk_hits", "remote_hits", "misses"))
+    hits = lookups - totals["misses"]
+    report = {
+        "folder": str(disk.directory),
+        "format": CACHE_FORMAT_VERSION,
+        "entries": entries,
+        "bytes": size,
+        "max_bytes": disk.max_bytes,
+        **totals,
+        "hit_rate": round(hits / lookups, 4) if lookups else None,
+        "remote": remote,
+    }
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return 0
+    rate = f"{100 * hits / lookups:.1f}%" if lookups else "-"
+    lines = [
+        f"folder           {report['folder']}",
+        f"entries          {entries}",
+        f"size             {size / 2**20:.1f} MiB of {disk.max_bytes / 2**30:g} GiB",
+        f"hits             {hits} of {lookups} lookups ({rate})",
+        f"  memory         {totals['memory_hits']}",
+        f"  disk           {totals['disk_hits']}",
+        f"  remote         {totals['remote_hits']}",
+        f"misses           {totals['misses']} ({totals['stale']} stale: a header changed)",
+        f"stored           {totals['stores']}",
+    ]
+    if remote is not None:
+        state = remote.get("error") or ("reachable" if remote.get("reachable") else "NOT reachable")
+        lines.append(f"remote           {url} ({state})")
+    else:
+        lines.append(f"remote           none (set {REMOTE_CACHE_ENV}=redis://host:6379/0)")
+    print("\n".join(lines))
+    return 0

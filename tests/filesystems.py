@@ -1,0 +1,39 @@
+"""Real file-system faults for the tests."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+__all__ = ("full_disk",)
+
+
+@contextlib.contextmanager
+def full_disk(tmp_path: Path, leave: int = 0) -> Iterator[Path]:
+    """A real, full file system: a 64 KiB tmpfs filled to the last byte (needs root).
+
+    ``leave`` bytes are held by a file named ``room``, which the test can delete to
+    make that much space."""
+    mount = Path(tempfile.mkdtemp(prefix="full-", dir=tmp_path))
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        if leave:
+            (mount / "room").write_bytes(b"\0" * leave)
+        with contextlib.suppress(OSError), open(mount / "filler", "wb") as f:
+            while True:
+                f.write(b"\0" * 4096)
+                f.flush()
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
