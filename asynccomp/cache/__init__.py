@@ -64,7 +64,6 @@ from ._results import CacheStats, ResultCache, compiler_identity
 __all__ = (
     "CACHE_DIR_ENV",
     "CACHE_FORMAT_VERSION",
-    "REMOTE_CACHE_ENV",
     "CacheCorruptionWarning",
     "CacheDirWarning",
     "CacheEntry",
@@ -75,6 +74,7 @@ __all__ = (
     "CacheWriteWarning",
     "DiskCache",
     "MemoryCache",
+    "REMOTE_CACHE_ENV",
     "RedisCache",
     "RemoteCache",
     "RemoteCacheWarning",
