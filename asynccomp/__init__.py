@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+from ._version import __version__ as __version__
 from .engine import Engine, EngineState, EngineStatistics
 from .errors import (
     ArchitectureNotFound,
@@ -41,8 +42,6 @@ from .ptxas import KernelResources
 from .result import CompileResult
 from .sync import SyncEngine
 from .toolkit import Toolkit, find_toolkit
-
-__version__ = "0.1.0"
 
 __all__ = (
     "ArchitectureNotFound",

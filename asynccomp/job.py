@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -28,7 +28,7 @@ DEFAULT_OUTPUT: dict[str, OutputFormat] = {"nvrtc": "cubin", "nvcc": "fatbin"}
 
 # sm_90, sm_90a, sm_100f, compute_90a: a family prefix, a compute capability of two or
 # three digits, and an optional "a" (architecture-specific) or "f" (family) suffix.
-_ARCH_RE = re.compile(r"^(sm|compute)_(\d{2,3})([af]?)$")
+_ARCH_RE = re.compile(r"(sm|compute)_(\d{2,3})([af]?)")
 
 
 def _check_encodable(field: str, text: str) -> None:
@@ -48,9 +48,28 @@ def _check_encodable(field: str, text: str) -> None:
         ) from None
 
 
+# nvcc runs its tools through sh, with each option inside double quotes: there "$" and
+# "`" expand (-DY=$(cmd) runs cmd: tested), a backslash escapes, and a line break
+# starts a new line of the script. Everything else (; | & < > ' " spaces) reaches the
+# tools as it was given (tested).
+_SHELL_SPECIAL = {
+    "$": "'$' expands in the shell nvcc runs its tools through ($(...) would run a command)",
+    "`": "'`' runs a command in the shell nvcc runs its tools through",
+    "\\": "nvcc's shell would read the backslash as an escape and drop it",
+    "\n": "a line break ends the command in the shell nvcc runs its tools through",
+    "\r": "a carriage return reaches nvcc's shell as part of a command line",
+}
+
+
+def _check_for_shell(option: str) -> None:
+    for char, why in _SHELL_SPECIAL.items():
+        if char in option:
+            raise InvalidJob("options", option, f"refused for nvcc: {why}")
+
+
 def parse_arch(arch: str) -> tuple[str, int, str]:
     """Split ``"sm_90a"`` into ``("sm", 90, "a")``; raise :class:`InvalidJob` if malformed."""
-    match = _ARCH_RE.match(arch) if isinstance(arch, str) else None
+    match = _ARCH_RE.fullmatch(arch) if isinstance(arch, str) else None
     if match is None:
         raise InvalidJob(
             "arch",
@@ -139,6 +158,8 @@ class CompileJob:
             parse_arch(self.arch)
         if isinstance(self.options, str):
             raise InvalidJob("options", self.options, "must be a sequence of str, not one str")
+        if not isinstance(self.options, Iterable):
+            raise InvalidJob("options", self.options, "must be a sequence of str (() for none)")
         options = tuple(self.options)
         for option in options:
             if not isinstance(option, str):
@@ -146,6 +167,8 @@ class CompileJob:
             if "\x00" in option:
                 raise InvalidJob("options", option, "contains a NUL byte")
             _check_encodable("options", option)
+            if self.backend == "nvcc":
+                _check_for_shell(option)
         object.__setattr__(self, "options", options)
         if self.timeout is not None:
             if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)):

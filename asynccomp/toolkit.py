@@ -62,6 +62,28 @@ class Toolkit:
     nvrtc_library: str | None
     searched: tuple[str, ...] = field(default=())
     nvrtc_error: str | None = None
+    #: The architecture numbers each compiler supports (75, 80, 90, 100...); empty when
+    #: they could not be asked.
+    nvrtc_archs: tuple[int, ...] = ()
+    nvcc_archs: tuple[int, ...] = ()
+
+    def supports(self, backend: str, arch: str) -> bool:
+        """Whether ``backend``'s compiler takes ``arch`` (``sm_90a``, ``compute_100f``):
+        its number is among the compiler's, an ``a`` suffix needs 90 or more, an ``f``
+        suffix 100 or more. ``True`` when the compiler's list is not known."""
+        known = self.nvrtc_archs if backend == "nvrtc" else self.nvcc_archs
+        match = re.fullmatch(r"(?:sm|compute)_(\d+)([af]?)", arch)
+        if not known or match is None:
+            return True
+        number, suffix = int(match.group(1)), match.group(2)
+        if number not in known:
+            return False
+        return not ((suffix == "a" and number < 90) or (suffix == "f" and number < 100))
+
+    def supported_archs(self, backend: str) -> str:
+        """``sm_75, sm_80, ...`` for messages."""
+        known = self.nvrtc_archs if backend == "nvrtc" else self.nvcc_archs
+        return ", ".join(f"sm_{n}" for n in sorted(known)) or "(unknown)"
 
     @property
     def compiler_versions(self) -> dict[str, str | None]:
@@ -150,6 +172,26 @@ def _has_runtime_header(dirs: Sequence[Path]) -> bool:
     return any((d / "cuda_runtime.h").is_file() for d in dirs)
 
 
+def _nvrtc_archs() -> tuple[int, ...]:
+    try:
+        from cuda.bindings import nvrtc
+
+        err, archs = nvrtc.nvrtcGetSupportedArchs()
+        return tuple(int(a) for a in archs) if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else ()
+    except Exception:  # no NVRTC, or one without the call
+        return ()
+
+
+def _nvcc_archs(nvcc: Path) -> tuple[int, ...]:
+    try:
+        out = subprocess.run(
+            [str(nvcc), "--list-gpu-code"], capture_output=True, text=True, timeout=60, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(sorted({int(n) for n in re.findall(r"\bsm_(\d+)", out)}))
+
+
 def _nvrtc() -> tuple[tuple[int, int] | None, str | None, str | None]:
     try:
         from cuda.bindings import nvrtc
@@ -235,7 +277,7 @@ def _locate(
 def discover_toolkit(
     environ: Mapping[str, str] | None = None,
     *,
-    default_roots: Sequence[str] = DEFAULT_ROOTS,
+    default_roots: Sequence[str] | None = None,
     use_wheels: bool = True,
 ) -> Toolkit:
     """Search for the toolkit now (uncached). ``environ`` defaults to ``os.environ``.
@@ -244,7 +286,8 @@ def discover_toolkit(
     machine without a toolkit looks like.
     """
     env = os.environ if environ is None else environ
-    found = _locate(env, default_roots, use_wheels)
+    roots = DEFAULT_ROOTS if default_roots is None else default_roots
+    found = _locate(env, roots, use_wheels)
     nvrtc_version, nvrtc_library, nvrtc_error = _nvrtc()
     return Toolkit(
         nvcc=found.nvcc,
@@ -255,6 +298,8 @@ def discover_toolkit(
         nvrtc_library=nvrtc_library,
         searched=found.searched,
         nvrtc_error=nvrtc_error,
+        nvrtc_archs=_nvrtc_archs() if nvrtc_version is not None else (),
+        nvcc_archs=_nvcc_archs(found.nvcc) if found.nvcc is not None else (),
     )
 
 

@@ -45,6 +45,8 @@ class Batch:
         self._sink = sink
         self.pending = size
         self.finished = anyio.Event()
+        #: Why a compile server refused the whole batch (a bad value), if it did.
+        self.rejected: str | None = None
         self.task_group: anyio.abc.TaskGroup | None = None
         # What this batch has waiting in the engine, withdrawn if it is cancelled:
         # its queue entries, and its jobs that wait for another job's compile.

@@ -66,6 +66,8 @@ class _Runner(Protocol):
 
     async def run(self, batch: Batch, jobs: Sequence[CompileJob]) -> None: ...
 
+    def running_jobs(self) -> list[tuple[CompileJob, float]]: ...
+
 
 class EngineState(enum.Enum):
     """Where an engine is in its life. Calls are taken only while ``RUNNING``."""
@@ -279,6 +281,13 @@ class Engine:
         if self.arch is None:
             # Asked once, off the event loop (cuInit can take a while); cached after.
             await anyio.to_thread.run_sync(local_gpu_arch)
+        elif not self._toolkit.supports("nvrtc", self.arch):
+            raise InvalidJob(
+                "arch",
+                self.arch,
+                f"NVRTC {self._toolkit.compiler_versions['nvrtc']} supports "
+                f"{self._toolkit.supported_archs('nvrtc')} (a: 90 and up; f: 100 and up)",
+            )
 
         def make_cache() -> ResultCache | None:
             if not self._cache_enabled:
@@ -441,6 +450,18 @@ class Engine:
         self._counters.queued = 0 if runner is None else runner.waiting
         return self._counters.snapshot(sum(b.worker_count() for b in self._backends.values()))
 
+    def running(self) -> list[tuple[CompileJob, float]]:
+        """The jobs compiling now in this engine, with how long each has run (seconds),
+        longest first; a progress display shows them. Empty for an engine on a server."""
+        runner = self._runner
+        return [] if runner is None else runner.running_jobs()
+
+    def estimate(self, job: CompileJob) -> float:
+        """The cost model's estimate of ``job``'s compile, in seconds (for an ETA)."""
+        _check_job(job)
+        arch = job.arch or self.arch or ""
+        return self.cost_model.estimate(job.backend, (arch, *job.options), job.source)
+
     def _require_running(self) -> _Runner:
         if self._state is not EngineState.RUNNING:
             if self._state is EngineState.NEW:
@@ -469,17 +490,39 @@ class Engine:
 
     async def compile(self, job: CompileJob) -> CompileResult:
         """Compile one job. A compile failure is returned in ``result.error``, not raised."""
-        jobs = [_check_job(job)]
+        jobs = self._check_archs([job])
         return (await self._guarded(lambda: self._run_list(jobs)))[0]
 
     async def compile_many(self, jobs: Iterable[CompileJob]) -> list[CompileResult]:
         """Compile all ``jobs`` concurrently; results come back in the order of ``jobs``."""
-        checked = [_check_job(job) for job in jobs]
+        checked = self._check_archs(jobs)
         return await self._guarded(lambda: self._run_list(checked))
+
+    def _check_archs(self, jobs: Iterable[CompileJob]) -> list[CompileJob]:
+        """The jobs, once their architectures are known to be ones their compilers take
+        (an unknown one is :class:`~asynccomp.InvalidJob` before anything runs)."""
+        checked = [_check_job(job) for job in jobs]
+        toolkit = self._toolkit if self._client is None else None
+        if toolkit is not None:
+            for job in checked:
+                arch = job.arch or self.arch
+                if arch is not None and not toolkit.supports(job.backend, arch):
+                    raise InvalidJob(
+                        "arch",
+                        arch,
+                        f"{job.backend} ({toolkit.compiler_versions[job.backend]}) here "
+                        f"supports {toolkit.supported_archs(job.backend)} (a: 90 and up; "
+                        f"f: 100 and up); job {job.name!r}",
+                    )
+        return checked
 
     async def _run_list(self, jobs: list[CompileJob]) -> list[CompileResult]:
         batch = Batch(len(jobs), None)
         await self._require_running().run(batch, jobs)
+        if batch.rejected is not None:
+            # The server found a bad value (an architecture its toolkit lacks): the
+            # caller's error, as it would have been in this process.
+            raise InvalidJob("jobs", batch.rejected, "refused by the compile server")
         return batch.ordered_results()
 
     def as_completed(self, jobs: Iterable[CompileJob]) -> CompletedResults:
@@ -492,7 +535,7 @@ class Engine:
         Leaving the block (a ``break``, an exception) cancels the jobs still queued or
         running; nothing of them outlives it.
         """
-        return CompletedResults(self, [_check_job(job) for job in jobs])
+        return CompletedResults(self, self._check_archs(jobs))
 
     async def warm_up(self) -> None:
         """Start every NVRTC worker and compile a small program in each, now.
@@ -514,7 +557,7 @@ class Engine:
         waits for them when it closes (unless :meth:`cancel_prefetched` was called).
         """
         scheduler = self._require_running()
-        checked = [_check_job(job) for job in jobs]
+        checked = self._check_archs(jobs)
         if not checked:
             return
         assert self._task_group is not None

@@ -81,12 +81,20 @@ class Scheduler:
         self.queues = {name: SlotQueue(total, self._start) for name, total in slots.items()}
         self.coalescer: Coalescer[PlannedJob] = Coalescer()
         self.writer = writer
+        #: The compiles running now, with when each started (time.monotonic()).
+        self.running: dict[int, tuple[PlannedJob, float]] = {}
         # What the toolkit's include fingerprint covers: headers under these are not
         # dependencies of a compile's cache entry.
         roots = [*toolkit.include_dirs]
         if toolkit.cuda_root is not None:
             roots.append(toolkit.cuda_root)
         self._toolkit_roots = sorted({os.path.realpath(r) for r in roots})
+
+    def running_jobs(self) -> list[tuple[CompileJob, float]]:
+        """The jobs compiling now and how long each has run, longest first."""
+        now = time.monotonic()
+        jobs = [(p.job, now - started) for p, started in self.running.values()]
+        return sorted(jobs, key=lambda item: -item[1])
 
     @property
     def waiting(self) -> int:
@@ -232,10 +240,12 @@ class Scheduler:
         counters.running += 1
         started = time.monotonic()
         started_ns = time.time_ns()
+        self.running[id(p)] = (p, started)
         try:
             out = await self.backends[prepared.backend].run(prepared)
         finally:
             counters.running -= 1
+            del self.running[id(p)]
         elapsed = time.monotonic() - started
         if out.status in ("ok", "failed"):  # timeouts and crashes say nothing of cost
             self.cost_model.observe(job.backend, (prepared.arch, *job.options), job.source, elapsed)

@@ -71,8 +71,9 @@ class NvccBackend(CompilerBackend):
             raise ToolkitNotFound(
                 "nvcc was not found; searched: "
                 + "; ".join(self.toolkit.searched)
-                + ". Set CUDA_PATH to a CUDA toolkit, put nvcc on PATH, or "
-                "pip install nvidia-cuda-nvcc",
+                + ". Set CUDA_PATH to a CUDA toolkit, put nvcc on PATH, or pip install "
+                "nvidia-cuda-nvcc nvidia-cuda-crt nvidia-nvvm nvidia-cuda-runtime "
+                "nvidia-cuda-cccl",
                 searched=self.toolkit.searched,
                 job=job,
             )

@@ -132,7 +132,7 @@ def machine_info() -> dict[str, Any]:
         memory: int | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         memory = None
-    from .. import __version__
+    from .._version import __version__
 
     return {
         "cpus": os.cpu_count(),

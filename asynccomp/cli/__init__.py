@@ -10,9 +10,11 @@ and tends the compile cache; ``asynccomp doctor`` prints the toolkit found. Exit
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
+from .._version import __version__
 from . import _bench, _cache, _compile, _doctor, _serve
 
 __all__ = ("build_parser", "main")
@@ -26,7 +28,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="asynccomp", description="Compile CUDA kernels in bulk, fast.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.add_argument("--version", action="version", version=f"asynccomp {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     _compile.add_parser(sub)
     _bench.add_parser(sub)
     _doctor.add_parser(sub)
@@ -45,16 +48,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         split = argv.index("--")
         argv, extra = argv[:split], argv[split + 1 :]
     parser = build_parser()
+    if not argv and not extra:  # a bare `asynccomp`: what it can do
+        parser.print_help()
+        return 2
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.error("a command is needed (compile, bench, serve, cache, doctor)")
     if extra and args.command != "compile":
         parser.error(f"only compile takes compiler options after --, not {args.command}")
     args.extra_options = extra
     args.command_line = command_line
     try:
         code: int = args.run(args)
+        sys.stdout.flush()
     except KeyboardInterrupt:
         print("asynccomp: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (| head): no traceback. Python would report the failed
+        # flush at exit too, so stdout is pointed at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return code
 
 

@@ -3,30 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import socket
 import sys
+import termios
 import time
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 
 from ..backends._base import safe_stem
-from ..bench import text_table
-from ..dumps import result_record
 from ..engine import Engine
-from ..errors import AsyncCompError, CompileTimeout, DumpDirError, ServerError
-from ..examples import example_names, example_path
+from ..errors import AsyncCompError, DumpDirError, InvalidJob, ServerError
 from ..gpu import local_gpu_arch
 from ..job import CompileJob
 from ..result import CompileResult
 from ..server import server_paths
 from ._args import arch, positive_float, positive_int
-from ._progress import Display, JobLines, ProgressBar, job_status
+from ._inputs import compiler_options, find_inputs, read_source, source_options, unique_names
+from ._progress import Display, Estimates, JobLines, ProgressBar
+from ._report import failures, records, summary
+
+__all__ = ("compiler_options", "running_server", "unique_names")
 
 DESCRIPTION = """\
 Compile .cu files, and every .cu file under the given folders, concurrently.
@@ -40,10 +43,13 @@ When this user's compile server runs (`asynccomp serve`), the jobs go there: its
 workers are warm and its cache is shared with every other process. --server starts
 it if needed; --no-server, -j, --cache-dir and --no-cache compile in this process.
 
-On a terminal a progress bar shows done/failed/cached counts, the rate and an ETA;
-otherwise each finished job prints one line. A summary follows. Exit status: 0 when
-every job compiled, 1 when one failed (its diagnostics go to stderr), 2 for a usage
-error."""
+On a terminal a progress bar shows done/failed/cached counts, the jobs compiling now
+and an ETA from the estimated compile times; otherwise each finished job prints one line
+(with its warning count; -v prints the warnings, -q only failures). A summary follows.
+Ctrl-C stops the run: what finished is summarized (and written with --json, the rest
+marked interrupted). --json - writes the records to stdout (the summary then goes to
+stderr). Exit status: 0 when every job compiled, 1 when one failed (its diagnostics go to
+stderr), 2 for a usage error, 130 when interrupted."""
 
 
 def add_parser(sub: Any) -> None:
@@ -90,8 +96,17 @@ def add_parser(sub: Any) -> None:
         "--dump", type=Path, default=None, metavar="DIR", help="dump every job under this folder"
     )
     p.add_argument(
-        "--json", type=Path, default=None, metavar="FILE", help="write one record per job here"
+        "--json",
+        default=None,
+        metavar="FILE",
+        help="write one record per job here (- for stdout): status, error, compiler log, "
+        "warning count, times, binary, resources",
     )
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument(
+        "-q", "--quiet", action="store_true", help="print failures and the summary only"
+    )
+    talk.add_argument("-v", "--verbose", action="store_true", help="print each job's warnings")
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR", help="disk cache folder")
     p.add_argument("--no-cache", action="store_true", help="compile everything afresh")
     where = p.add_mutually_exclusive_group()
@@ -117,119 +132,198 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run, extra_options=[])
 
 
-def _inputs(args: argparse.Namespace) -> list[Path]:
-    files: list[Path] = []
-    if args.examples:
-        files += [example_path(name) for name in example_names()]
-    for path in args.paths:
-        if path.is_dir():
-            files += sorted(path.rglob("*.cu"))
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise FileNotFoundError(f"no such file or folder: {path}")
-    # A file named twice (itself and through its folder) is compiled once.
-    files = list({f.resolve(): f for f in files}.values())
-    if not files:
-        raise FileNotFoundError("nothing to compile: give .cu files, folders, or --examples")
-    return files
-
-
-def unique_names(files: Sequence[Path]) -> list[str]:
-    """A distinct job (and output file) name per input: its file name without ``.cu``, or,
-    for files that share one, their path below the deepest folder they all share, joined
-    with ``_`` (``a/k.cu``, ``b/k.cu`` -> ``a_k``, ``b_k``); ``-2``, ``-3``... if needed."""
-    stems = [safe_stem(f.stem) for f in files]
-    count = Counter(stems)
-    names = list(stems)
-    for stem, n in count.items():
-        if n < 2:
-            continue
-        group = [i for i, s in enumerate(stems) if s == stem]
-        paths = [files[i].resolve().with_suffix("") for i in group]
-        common = Path(os.path.commonpath([p.parent for p in paths]))
-        for i, path in zip(group, paths, strict=True):
-            names[i] = safe_stem("_".join(path.relative_to(common).parts))
-    taken: set[str] = set()
-    for i, name in enumerate(names):
-        candidate, suffix = name, 2
-        while candidate in taken:
-            candidate, suffix = f"{name}-{suffix}", suffix + 1
-        names[i] = candidate
-        taken.add(candidate)
-    return names
-
-
-def compiler_options(options: Sequence[str]) -> list[str]:
-    """The user's options with ``-I DIR`` / ``-D NAME`` pairs joined into one option and
-    relative include folders made absolute (nvcc compiles in a temporary folder)."""
-    out: list[str] = []
-    pending: str | None = None
-    for option in options:
-        if pending is not None:
-            option, pending = pending + option, None
-        elif option in ("-I", "-D", "--include-path", "--define-macro"):
-            pending = option + ("=" if option.startswith("--") else "")
-            continue
-        for prefix in ("-I", "--include-path="):
-            if option.startswith(prefix) and len(option) > len(prefix):
-                option = prefix + str(Path(option[len(prefix) :]).absolute())
-                break
-        out.append(option)
-    if pending is not None:
-        raise ValueError(f"compiler option {pending.rstrip('=')} needs a value")
-    return out
-
-
 def _check_arch(arch: str | None) -> None:
     if arch is None and local_gpu_arch() is None:
         raise ValueError("no GPU found to ask for an architecture: give --arch, e.g. sm_90a")
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """An output that cannot be written fails now, before any compile (exit 2)."""
+    if args.out is not None:
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+            probe = args.out / f".asynccomp-probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise OSError(f"--out {args.out} cannot be written: {exc.strerror or exc}") from None
+    if args.json is not None and args.json != "-":
+        path = Path(args.json)
+        existed = path.exists()
+        try:
+            with open(path, "a"):
+                pass
+        except OSError as exc:
+            raise OSError(f"--json {path} cannot be written: {exc.strerror or exc}") from None
+        if not existed:
+            path.unlink()
+
+
+def _jobs(args: argparse.Namespace, files: list[Path], names: list[str]) -> list[CompileJob]:
+    options = compiler_options([*args.options, *args.extra_options])
+    jobs = []
+    for path, name in zip(files, names, strict=True):
+        try:
+            source = read_source(path)
+            jobs.append(
+                CompileJob(
+                    source,
+                    name=name,
+                    backend=args.backend,
+                    output=args.output,
+                    arch=args.arch,
+                    options=[*source_options(path, source), *options],
+                    timeout=args.timeout,
+                )
+            )
+        except (OSError, AsyncCompError) as exc:
+            raise ValueError(f"{path}: {exc}") from exc
+    return jobs
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        files = _inputs(args)
+        files = find_inputs(args.paths, args.examples)
         names = unique_names(files)
-        options = compiler_options([*args.options, *args.extra_options])
         _check_arch(args.arch)
-        jobs = []
-        for path, name in zip(files, names, strict=True):
-            try:
-                source = path.read_text(encoding="utf-8")
-                jobs.append(
-                    CompileJob(
-                        source,
-                        name=name,
-                        backend=args.backend,
-                        output=args.output,
-                        arch=args.arch,
-                        options=options,
-                        timeout=args.timeout,
-                    )
-                )
-            except (OSError, UnicodeDecodeError, AsyncCompError) as exc:
-                raise ValueError(f"{path}: {exc}") from exc
-        # Fail on an unusable output path now, not after the last compile.
-        if args.out is not None:
-            args.out.mkdir(parents=True, exist_ok=True)
-        if args.json is not None and not args.json.parent.is_dir():
-            raise FileNotFoundError(f"no such folder for --json: {args.json.parent}")
+        jobs = _jobs(args, files, names)
+        _check_outputs(args)
         engine = _engine(args)
     except (OSError, ValueError) as exc:  # InvalidJob is a ValueError
         return _usage_error(exc)
     renamed = [(f, n) for f, n in zip(files, names, strict=True) if n != safe_stem(f.stem)]
-    if renamed:
+    if renamed and not args.quiet:
         shown = ", ".join(f"{f} -> {n}" for f, n in renamed)
         print(
             f"asynccomp: note: inputs share file names, so some are renamed: {shown}",
             file=sys.stderr,
         )
-    display: Display = (ProgressBar if sys.stdout.isatty() else JobLines)(len(jobs), sys.stdout)
+    # With --json -, stdout carries the records: everything else goes to stderr.
+    out = sys.stderr if args.json == "-" else sys.stdout
+    state = _Run(engine, jobs, dict(zip(jobs, files, strict=True)), args, out)
+    with _quiet_ctrl_c(out):
+        try:
+            return anyio.run(state.compile)
+        except (DumpDirError, ServerError, InvalidJob) as exc:  # raised as the engine starts
+            if state.display is not None:
+                state.display.close()
+            return _usage_error(exc)
+
+
+class _Run:
+    """One ``asynccomp compile`` run: its jobs, what finished, and how it ended."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        jobs: list[CompileJob],
+        paths: dict[CompileJob, Path],
+        args: argparse.Namespace,
+        out: TextIO,
+    ) -> None:
+        self.engine, self.jobs, self.paths, self.args, self.out = engine, jobs, paths, args, out
+        self.results: list[CompileResult] = []
+        self.finished_at: dict[int, float] = {}
+        self.interrupted = False
+        self.display: Display | None = None
+
+    def _output_name(self, result: CompileResult) -> str | None:
+        """The file ``--out`` gets for this result (named after its job), if any."""
+        if self.args.out is None or result.binary is None:
+            return None
+        return f"{result.job.name}.{result.output}"
+
+    async def compile(self) -> int:
+        args, engine, jobs = self.args, self.engine, self.jobs
+        verbosity = -1 if args.quiet else (1 if args.verbose else 0)
+        started = time.monotonic()
+        async with engine:
+            workers = engine.nvrtc_workers if args.backend == "nvrtc" else engine.nvcc_workers
+            estimates = Estimates({job: engine.estimate(job) for job in jobs}, workers)
+            kind: type[Display] = ProgressBar if self.out.isatty() and not args.quiet else JobLines
+            self.display = display = kind(
+                len(jobs),
+                self.out,
+                verbosity=verbosity,
+                names=[job.name for job in jobs],
+                estimates=estimates,
+                running=engine.running,
+            )
+            async with anyio.create_task_group() as tg:
+                with anyio.CancelScope() as work:
+                    tg.start_soon(self._watch_for_ctrl_c, work)
+                    if isinstance(display, ProgressBar):
+                        tg.start_soon(_tick, display)
+                    async with engine.as_completed(jobs) as completed:
+                        async for result in completed:
+                            self._finished(result)
+                tg.cancel_scope.cancel()
+            versions = engine.compiler_versions
+        wall = time.monotonic() - started
+        display.close("asynccomp: interrupted" if self.interrupted else "")
+        return self._report(wall, versions)
+
+    async def _watch_for_ctrl_c(self, work: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                self.interrupted = True
+                work.cancel()
+                return
+
+    def _finished(self, result: CompileResult) -> None:
+        self.results.append(result)
+        self.finished_at[id(result)] = time.time()
+        assert self.display is not None
+        self.display.job_done(result)
+        name = self._output_name(result)
+        if name is not None:
+            assert self.args.out is not None and result.binary is not None
+            try:
+                (self.args.out / name).write_bytes(result.binary)
+            except OSError as exc:  # the disk filled up: the other binaries go on
+                print(f"asynccomp: could not write {self.args.out / name}: {exc}", file=sys.stderr)
+
+    def _report(self, wall: float, versions: dict[str, str | None]) -> int:
+        results = self.results
+        if self.args.json is not None:
+            done = {id(r.job) for r in results}
+            unfinished = [job for job in self.jobs if id(job) not in done]
+            rows = records(
+                results, self.finished_at, unfinished, self.paths, self._output_name, versions
+            )
+            text = json.dumps(rows, indent=2) + "\n"
+            if self.args.json == "-":
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            else:
+                Path(self.args.json).write_text(text)
+        print(summary(results, wall, total=len(self.jobs)), file=self.out)
+        report = failures(results)
+        if report:
+            print(f"\n{report}", file=sys.stderr)
+        if self.interrupted:
+            return 130
+        return 1 if any(not r.ok for r in results) else 0
+
+
+@contextlib.contextmanager
+def _quiet_ctrl_c(stream: TextIO) -> Iterator[None]:
+    """On a terminal, don't let it echo ``^C`` over the progress bar."""
     try:
-        return anyio.run(_compile, engine, jobs, dict(zip(jobs, files, strict=True)), display, args)
-    except (DumpDirError, ServerError) as exc:  # raised as the engine starts
-        display.close()
-        return _usage_error(exc)
+        fd = stream.fileno()
+        saved = termios.tcgetattr(fd) if os.isatty(fd) else None
+    except (OSError, ValueError, termios.error):
+        saved = None
+    if saved is None:
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] = quiet[3] & ~termios.ECHOCTL
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -274,91 +368,7 @@ def _usage_error(exc: BaseException) -> int:
     return 2
 
 
-async def _compile(
-    engine: Engine,
-    jobs: list[CompileJob],
-    paths: dict[CompileJob, Path],
-    display: Display,
-    args: argparse.Namespace,
-) -> int:
-    started = time.monotonic()
-    results: list[CompileResult] = []
-    async with engine, anyio.create_task_group() as tg:
-        tg.start_soon(_tick, display)
-        async with engine.as_completed(jobs) as completed:
-            async for result in completed:
-                results.append(result)
-                display.job_done(result)
-                name = _output_name(result, args.out)
-                if name is not None:
-                    assert args.out is not None and result.binary is not None
-                    (args.out / name).write_bytes(result.binary)
-        tg.cancel_scope.cancel()
-        versions = engine.compiler_versions
-    wall = time.monotonic() - started
-    display.close()
-    if args.json is not None:
-        records = [
-            {
-                **result_record(
-                    r, folder=r.dump_dir, binary_name=_output_name(r, args.out), versions=versions
-                ),
-                "path": str(paths.get(r.job, "")),
-            }
-            for r in results
-        ]
-        args.json.write_text(json.dumps(records, indent=2) + "\n")
-    print(summary(results, wall))
-    failed = [r for r in results if not r.ok]
-    for r in failed:
-        print(f"\n--- {r.job.name}: {r.error}", file=sys.stderr)
-    return 1 if failed else 0
-
-
-def _output_name(result: CompileResult, out: Path | None) -> str | None:
-    """The file ``--out`` gets for this result (named after its job), if any."""
-    if out is None or result.binary is None:
-        return None
-    return f"{result.job.name}.{result.output}"
-
-
 async def _tick(display: Display) -> None:
     while True:
         await anyio.sleep(0.25)
         display.tick()
-
-
-def summary(results: Sequence[CompileResult], wall: float, slowest: int = 5) -> str:
-    """The end-of-run report: counts, wall and summed compile time, the slowest jobs and
-    the most registers and spills any kernel needed."""
-    failed = [r for r in results if not r.ok]
-    timed_out = sum(isinstance(r.error, CompileTimeout) for r in failed)
-    cached = sum(r.cached for r in results)
-    compiled = [r for r in results if not r.cached]
-    compile_time = sum(r.elapsed for r in compiled)
-    lines = [
-        "",
-        f"{len(results)} jobs: {len(results) - len(failed)} compiled ({cached} cached), "
-        f"{len(failed)} failed ({timed_out} timed out) in {wall:.2f} s",
-        f"compile time: {compile_time:.2f} s summed over {len(compiled)} compiles "
-        f"({compile_time / wall if wall > 0 else 0:.1f}x the wall time)",
-    ]
-    by_time = sorted(compiled, key=lambda r: r.elapsed, reverse=True)[:slowest]
-    if by_time:
-        rows = [(r.job.name, job_status(r), f"{r.elapsed:.3f}", f"{r.queued:.3f}") for r in by_time]
-        table = text_table(("slowest jobs", "status", "compile s", "queued s"), rows, "llrr")
-        lines += ["", *("  " + line for line in table.splitlines()), ""]
-    kernels = [(r.job.name, k, res) for r in results for k, res in r.resources.items()]
-    if kernels:
-        job, kernel, most = max(kernels, key=lambda item: item[2].registers)
-        lines.append(f"most registers: {most.registers} ({job}: {kernel})")
-        spilling = [(j, k, res) for j, k, res in kernels if res.spill_stores or res.spill_loads]
-        if spilling:
-            job, kernel, worst = max(spilling, key=lambda i: i[2].spill_stores + i[2].spill_loads)
-            lines.append(
-                f"spills: {len(spilling)} kernel(s); most: {worst.spill_stores} B stores, "
-                f"{worst.spill_loads} B loads ({job}: {kernel})"
-            )
-        else:
-            lines.append("spills: none")
-    return "\n".join(lines)

@@ -1,22 +1,180 @@
-"""``asynccomp doctor``: what toolkit, compilers and GPU this machine has."""
+"""``asynccomp doctor``: what this machine offers asynccomp, what is missing, and how to
+get it. Exits 1 when something asked for (``--backend``, ``--arch``) is missing."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import platform
+import re
+from pathlib import Path
 from typing import Any
 
+from .._version import __version__
+from ..cache import REMOTE_CACHE_ENV, DiskCache, default_cache_dir
+from ..errors import AsyncCompError
 from ..gpu import local_gpu_arch
-from ..toolkit import find_toolkit
+from ..job import parse_arch
+from ..toolkit import Toolkit, find_toolkit
+
+#: The wheels that together give a working nvcc without a CUDA toolkit.
+NVCC_WHEELS = "nvidia-cuda-nvcc nvidia-cuda-crt nvidia-nvvm nvidia-cuda-runtime nvidia-cuda-cccl"
 
 
 def add_parser(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
-        "doctor", help="print the CUDA toolkit, NVRTC and GPU found"
+        "doctor",
+        help="what asynccomp finds here (toolkit, NVRTC, nvcc, GPU, cache, server)",
+        description="Print what asynccomp finds on this machine and what is missing. "
+        "Exit status 1 when something asked for is missing.",
     )
+    parser.add_argument(
+        "--backend",
+        action="append",
+        choices=("nvrtc", "nvcc"),
+        default=None,
+        help="a compiler you need (repeatable; default: nvrtc)",
+    )
+    parser.add_argument("--arch", default=None, help="an architecture you need, e.g. sm_90a")
+    parser.add_argument("--json", action="store_true", help="the report as JSON")
     parser.set_defaults(run=run)
 
 
+def _header_version(toolkit: Toolkit) -> str | None:
+    """The CUDA version of the headers NVRTC compiles against (``cuda.h``)."""
+    for folder in toolkit.include_dirs:
+        try:
+            text = (Path(folder) / "cuda.h").read_text(errors="replace")
+        except OSError:
+            continue
+        match = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", text)
+        if match:
+            number = int(match.group(1))
+            return f"{number // 1000}.{number % 1000 // 10}"
+    return None
+
+
+def _server() -> dict[str, Any]:
+    from ..server import server_paths, status
+
+    try:
+        paths = server_paths()
+    except AsyncCompError as exc:
+        return {"running": False, "problem": str(exc)}
+    try:
+        found = status(paths.socket)
+    except AsyncCompError:
+        return {"running": False, "socket": str(paths.socket)}
+    return {"running": True, "socket": str(paths.socket), "pid": found.get("pid")}
+
+
+def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    """The facts, and the problems with what was asked for."""
+    toolkit = find_toolkit()
+    versions = toolkit.compiler_versions
+    headers = _header_version(toolkit)
+    problems: list[str] = []
+    notes: list[str] = []
+    wanted = args.backend or ["nvrtc"]
+    if toolkit.nvrtc_version is None:
+        notes.append(
+            f"NVRTC could not be loaded ({toolkit.nvrtc_error}): pip install nvidia-cuda-nvrtc"
+        )
+        if "nvrtc" in wanted:
+            problems.append("NVRTC is missing")
+    if toolkit.nvcc is None:
+        notes.append(f"nvcc was not found: install a CUDA toolkit, or pip install {NVCC_WHEELS}")
+        if "nvcc" in wanted:
+            problems.append("nvcc is missing")
+    nvrtc = versions["nvrtc"]
+    if nvrtc and headers and nvrtc.split(".")[:2] != headers.split(".")[:2]:
+        notes.append(
+            f"NVRTC {nvrtc} compiles against CUDA {headers} headers "
+            f"({toolkit.include_dirs[0] if toolkit.include_dirs else '?'}): a newer NVRTC "
+            "usually takes older headers, but kernels that need newer ones fail; set "
+            "CUDA_PATH to a matching toolkit, or use the header wheels"
+        )
+    if args.arch:
+        try:
+            parse_arch(args.arch)
+        except AsyncCompError as exc:
+            problems.append(str(exc))
+        else:
+            for backend in wanted:
+                if not toolkit.supports(backend, args.arch):
+                    problems.append(
+                        f"{backend} does not support {args.arch} "
+                        f"(it supports {toolkit.supported_archs(backend)})"
+                    )
+    cache = default_cache_dir()
+    try:
+        entries, size = DiskCache(cache).count()
+        cache_state: dict[str, Any] = {"folder": str(cache), "entries": entries, "bytes": size}
+    except AsyncCompError as exc:
+        cache_state = {"folder": str(cache), "problem": str(exc)}
+    facts = {
+        "asynccomp": __version__,
+        "python": platform.python_version(),
+        "nvrtc": {
+            "version": nvrtc,
+            "library": toolkit.nvrtc_library,
+            "headers": headers,
+            "include_dirs": [str(d) for d in toolkit.include_dirs],
+            "archs": list(toolkit.nvrtc_archs),
+        },
+        "nvcc": {
+            "path": str(toolkit.nvcc) if toolkit.nvcc else None,
+            "version": toolkit.nvcc_version,
+            "archs": list(toolkit.nvcc_archs),
+            "searched": list(toolkit.searched),
+        },
+        "cuda_root": str(toolkit.cuda_root) if toolkit.cuda_root else None,
+        "gpu": local_gpu_arch(),
+        "cache": cache_state,
+        "remote_cache": os.environ.get(REMOTE_CACHE_ENV) or None,
+        "server": _server(),
+        "notes": notes,
+        "problems": problems,
+    }
+    return facts, problems
+
+
 def run(args: argparse.Namespace) -> int:
-    print(find_toolkit().describe())
-    print(f"local GPU:     {local_gpu_arch() or 'none found (give --arch / arch=)'}")
-    return 0
+    facts, problems = report(args)
+    if args.json:
+        print(json.dumps(facts, indent=2))
+        return 1 if problems else 0
+    nvrtc, nvcc = facts["nvrtc"], facts["nvcc"]
+    server = facts["server"]
+    lines = [
+        f"asynccomp      {facts['asynccomp']} (Python {facts['python']})",
+        f"NVRTC          {nvrtc['version'] or 'NOT FOUND'}  {nvrtc['library'] or ''}".rstrip(),
+        f"  headers      CUDA {nvrtc['headers'] or '?'} in "
+        + (", ".join(nvrtc["include_dirs"]) or "-"),
+        f"  archs        {', '.join(f'sm_{a}' for a in nvrtc['archs']) or '-'}",
+        f"nvcc           {nvcc['path'] or 'NOT FOUND'}  {nvcc['version'] or ''}".rstrip(),
+        f"  archs        {', '.join(f'sm_{a}' for a in nvcc['archs']) or '-'}",
+        f"CUDA root      {facts['cuda_root'] or '-'}",
+        f"local GPU      {facts['gpu'] or 'none found (give --arch / arch=)'}",
+        f"cache          {facts['cache']['folder']}"
+        + (
+            f" ({facts['cache']['entries']} entries, {facts['cache']['bytes'] / 2**20:.1f} MiB)"
+            if "entries" in facts["cache"]
+            else f" ({facts['cache'].get('problem')})"
+        ),
+        f"remote cache   {facts['remote_cache'] or f'none ({REMOTE_CACHE_ENV} unset)'}",
+        "server         "
+        + (
+            f"running, pid {server.get('pid')} ({server.get('socket')})"
+            if server.get("running")
+            else "not running (asynccomp serve starts one; clients start it when needed)"
+        ),
+    ]
+    if nvcc["path"] is None:
+        lines.append("searched for nvcc:")
+        lines += [f"  {s}" for s in nvcc["searched"]]
+    lines += [f"note: {n}" for n in facts["notes"]]
+    lines += [f"PROBLEM: {p}" for p in problems]
+    print("\n".join(lines))
+    return 1 if problems else 0

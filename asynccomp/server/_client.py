@@ -32,12 +32,18 @@ import anyio.abc
 import anyio.to_thread
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .. import __version__
 from .._scheduler._batch import Batch
 from .._scheduler._counters import Counters
 from .._scheduler._results import failure
+from .._version import __version__
 from ..dumps import default_dump_root
-from ..errors import CompileError, CompileTimeout, InternalError, ServerError, ServerLost
+from ..errors import (
+    CompileError,
+    CompileTimeout,
+    InternalError,
+    ServerError,
+    ServerLost,
+)
 from ..job import CompileJob
 from ..result import CompileResult
 from ._paths import ServerPaths, server_paths
@@ -157,6 +163,7 @@ class _Pending:
         self.jobs = jobs
         self.counters = counters
         self.delivered: set[int] = set()
+        self.rejected: str | None = None  # why the server refused the batch
 
     def index_of(self, index: int) -> int:
         """``index``, if it names a job of this batch still waiting."""
@@ -269,6 +276,10 @@ class ServerClient:
             return 0
         return sum(len(p.jobs) - len(p.delivered) for p in connection.pending.values())
 
+    def running_jobs(self) -> list[tuple[CompileJob, float]]:
+        """Not known on this side: the server runs them."""
+        return []
+
     @property
     def server_pid(self) -> int | None:
         connection = self._connection
@@ -324,7 +335,8 @@ class ServerClient:
                 elif message.type == "rejected":
                     pending = connection.pending.get(_int(message, "batch"))
                     if pending is not None:
-                        why = message.fields.get("error")
+                        why = str(message.fields.get("error"))
+                        pending.rejected = pending.batch.rejected = why
                         pending.fail_the_rest(
                             InternalError(f"the compile server refused the batch: {why}")
                         )

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..errors import ServerError
 from ..toolkit import toolkit_fingerprint
 from ._wire import PROTOCOL

@@ -26,7 +26,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .. import __version__
+from .._version import __version__
 from ..engine import Engine
 from ..errors import InvalidJob, ServerError
 from ..job import CompileJob
@@ -332,7 +332,12 @@ class Server:
         index = {id(job): i for i, job in enumerate(jobs)}
         try:
             with scope:
-                async with self.engine.as_completed(jobs) as results:
+                try:
+                    completed = self.engine.as_completed(jobs)
+                except InvalidJob as exc:  # e.g. an architecture this toolkit lacks
+                    await connection.send({"type": "rejected", "batch": batch, "error": str(exc)})
+                    return
+                async with completed as results:
                     async for result in results:
                         fields, blobs = encode_result(result)
                         if not full:
