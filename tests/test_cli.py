@@ -6,6 +6,7 @@ import json
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ import pytest
 
 from asynccomp.cli._compile import compiler_options, unique_names
 
-from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel
+from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
 
 
 def asynccomp(*args: str, cache: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -274,3 +275,178 @@ def test_cache_command(tmp_path: Path) -> None:
     cleared = asynccomp("cache", "clear", cache=cache)
     assert "removed 1 entries" in cleared.stdout
     assert json.loads(asynccomp("cache", "stats", "--json", cache=cache).stdout)["entries"] == 0
+
+
+# -- the edges a newcomer meets -------------------------------------------------------------
+
+
+def test_unwritable_outputs_fail_before_anything_compiles(tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text(scale_kernel(21.0))
+    cache = tmp_path / "cache"
+    for args in (["--out", "/dev/null/out"], ["--json", "/proc/asynccomp-no.json"]):
+        proc = asynccomp("compile", str(tmp_path / "k.cu"), "--arch", ARCH, *args, cache=cache)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("asynccomp: error: ")
+        assert "cannot be written" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert not list(cache.rglob("*.entry"))  # nothing was compiled
+
+
+def test_ctrl_c_keeps_what_finished(tmp_path: Path) -> None:
+    for i in range(2):
+        (tmp_path / f"quick{i}.cu").write_text(scale_kernel(30.0 + i))
+    for i in range(3):
+        (tmp_path / f"slow{i}.cu").write_text(slow_kernel(20000 + i))
+    report = tmp_path / "report.json"
+    env = {**os.environ, "ASYNCCOMP_CACHE_DIR": str(tmp_path / "cache")}
+    # One worker: the quick ones are estimated short, so a slow one runs first... give
+    # the quick ones a head start with a second run of just them.
+    assert (
+        asynccomp(
+            "compile",
+            *(str(tmp_path / f"quick{i}.cu") for i in range(2)),
+            "--arch",
+            ARCH,
+            cache=tmp_path / "cache",
+        ).returncode
+        == 0
+    )
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "asynccomp",
+            "compile",
+            str(tmp_path),
+            "--arch",
+            ARCH,
+            "-j",
+            "2",
+            "--json",
+            str(report),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        lines = []
+        for line in proc.stdout:  # the two cached ones come back at once
+            lines.append(line)
+            if len([x for x in lines if x.startswith("[")]) == 2:
+                break
+        time.sleep(1.0)  # the slow ones are compiling now
+        proc.send_signal(signal.SIGINT)
+        rest, errors = proc.communicate(timeout=60)
+    assert proc.returncode == 130, errors
+    assert "Traceback" not in errors and "KeyboardInterrupt" not in errors
+    assert "asynccomp: interrupted" in rest
+    assert "3 not run (interrupted)" in rest
+    records = json.loads(report.read_text())
+    assert len(records) == 5
+    assert sorted(r["status"] for r in records) == ["cached", "cached", *["interrupted"] * 3]
+
+
+def test_the_progress_bar_names_what_runs(tmp_path: Path) -> None:
+    (tmp_path / "long_one.cu").write_text(slow_kernel(6000))
+    code, screen, _ = asynccomp_on_terminal(
+        "compile", str(tmp_path), "--arch", ARCH, cache=tmp_path / "cache"
+    )
+    assert code == 0
+    assert "now: long_one" in screen
+    assert "ETA 0:0" in screen
+
+
+WARNS = 'extern "C" __global__ void w(float* x) { int unused = 1; x[0] = 1.f; }\n'
+
+
+def test_warnings_are_counted_shown_and_kept(tmp_path: Path) -> None:
+    (tmp_path / "warns.cu").write_text(WARNS)
+    (tmp_path / "clean.cu").write_text(scale_kernel(41.0))
+    cache = tmp_path / "cache"
+    plain = asynccomp("compile", str(tmp_path), "--arch", ARCH, "--json", "-", cache=cache)
+    assert plain.returncode == 0
+    records = {r["name"]: r for r in json.loads(plain.stdout)}  # --json -: stdout is JSON
+    assert records["warns"]["warnings_count"] == 1 and "unused" in records["warns"]["log"]
+    assert records["clean"]["warnings_count"] == 0
+    assert "1 warning" in plain.stderr and "warnings: in 1 job" in plain.stderr
+    finished = {r["finished_at"] for r in records.values()}
+    assert len(finished) == 2  # each record says when its own job finished
+    verbose = asynccomp("compile", str(tmp_path), "--arch", ARCH, "-v", cache=cache)
+    assert 'warning #177-D: variable "unused"' in verbose.stdout
+    quiet = asynccomp("compile", str(tmp_path), "--arch", ARCH, "-q", cache=cache)
+    assert "[1/2]" not in quiet.stdout and "2 jobs: 2 succeeded" in quiet.stdout
+
+
+def test_a_file_that_is_not_utf8_is_compiled_as_it_is(tmp_path: Path) -> None:
+    (tmp_path / "latin1.cu").write_bytes(
+        scale_kernel(42.0).encode() + "// caf\xe9\n".encode("latin-1")
+    )
+    proc = asynccomp(
+        "compile",
+        str(tmp_path / "latin1.cu"),
+        "--arch",
+        ARCH,
+        "--out",
+        str(tmp_path / "o"),
+        cache=tmp_path / "cache",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "o" / "latin1.cubin").read_bytes()[:4] == b"\x7fELF"
+    assert "1 job: 1 succeeded" in proc.stdout
+
+
+def test_version_usage_and_doctor(tmp_path: Path) -> None:
+    from asynccomp import __version__
+
+    version = asynccomp("--version", cache=tmp_path)
+    assert version.returncode == 0 and version.stdout.strip() == f"asynccomp {__version__}"
+    bare = asynccomp(cache=tmp_path)
+    assert bare.returncode == 2 and "usage: asynccomp" in bare.stdout and "compile" in bare.stdout
+    doctor = asynccomp("doctor", "--json", cache=tmp_path)
+    facts = json.loads(doctor.stdout)
+    assert doctor.returncode == 0 and facts["asynccomp"] == __version__
+    assert facts["nvrtc"]["version"] and facts["cache"]["folder"] == str(tmp_path)
+    missing = asynccomp("doctor", "--arch", "sm_999", cache=tmp_path)
+    assert missing.returncode == 1 and "PROBLEM: nvrtc does not support sm_999" in missing.stdout
+
+
+def test_no_traceback_into_a_closed_pipe(tmp_path: Path) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "asynccomp", "doctor"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "ASYNCCOMP_CACHE_DIR": str(tmp_path)},
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # as `| head -0` would
+        errors = proc.stderr.read().decode()
+        proc.wait(timeout=60)
+    assert "Traceback" not in errors and "BrokenPipe" not in errors
+
+
+def test_a_missing_nvcc_is_said_once(tmp_path: Path) -> None:
+    for i in range(3):
+        (tmp_path / f"k{i}.cu").write_text(scale_kernel(50.0 + i))
+    # A machine without nvcc: none on PATH, in the usual folders or as a wheel.
+    hide = (
+        "import asynccomp.toolkit as t; t.DEFAULT_ROOTS = (); "
+        "t.discover_toolkit.__kwdefaults__['use_wheels'] = False; "
+        "from asynccomp.cli import main; raise SystemExit(main())"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_PATH", "CUDA_HOME")}
+    env["PATH"] = f"{Path(sys.executable).parent}:/usr/bin:/bin"
+    env["ASYNCCOMP_CACHE_DIR"] = str(tmp_path / "cache")
+    proc = subprocess.run(
+        [sys.executable, "-c", hide, "compile", str(tmp_path), "--arch", ARCH, "--backend", "nvcc"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.count("nvcc was not found") == 1, proc.stderr
+    assert "--- 3 jobs (k0, k1, k2)" in proc.stderr
+    assert "pip install nvidia-cuda-nvcc nvidia-cuda-crt" in proc.stderr
