@@ -19,6 +19,17 @@ def private_cache_dir(
     yield path
 
 
+@pytest.fixture(autouse=True)
+def no_facade_engine_left() -> Iterator[None]:
+    """A test that compiled through the TVM facade leaves its process-wide engine (and
+    its NVRTC worker) running, as a TVM process would: close it, so that the next test
+    sees only the processes it starts."""
+    yield
+    import asynccomp.tvm
+
+    asynccomp.tvm.shutdown()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def private_server_dir() -> Iterator[Path]:
     """Compile servers the tests start live in a folder of the test session's (short:

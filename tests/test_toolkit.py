@@ -65,4 +65,8 @@ def test_doctor_prints_what_was_found() -> None:
         env={**os.environ},
         timeout=120,
     ).stdout
-    assert "NVRTC version:" in out and "nvcc:" in out and "include folders" in out
+    toolkit = find_toolkit()
+    lines = {line.split()[0]: line for line in out.splitlines() if line and line[0] != " "}
+    assert "{}.{}".format(*toolkit.nvrtc_version or (0, 0)) in lines["NVRTC"]
+    assert str(toolkit.nvcc) in lines["nvcc"]
+    assert str(toolkit.include_dirs[0]) in out
