@@ -11,6 +11,9 @@ One tree, so ``except AsyncCompError`` catches everything this library means to 
     ├── BenchError (also a ValueError)      ``asynccomp bench`` cannot run as asked
     ├── ServerError (also a RuntimeError)   the compile server cannot be started, reached
     │                                       or used (another version, another user)
+    ├── ClusterError (also a RuntimeError)  the Ray cluster cannot be used (Ray not
+    │                                       installed, unreachable, no CPU, no node with
+    │                                       this process's toolkit)
     └── CompileError                        a job produced no binary (kept in ``result.error``)
         ├── CompileTimeout                  the job ran past its ``timeout`` and was stopped
         ├── ToolkitNotFound                 the compiler it needs is not installed
@@ -22,6 +25,8 @@ One tree, so ``except AsyncCompError`` catches everything this library means to 
 
     AsyncCompWarning (a UserWarning)        something went wrong that cost no result
     ├── CacheWarning                        the compile cache (see asynccomp.cache)
+    ├── ClusterWarning                      the Ray cluster (fell back to local workers,
+    │                                       refused or lost actors)
     └── ResourceLimitWarning                a worker count was lowered to fit memory
 
 Compile failures do not raise out of ``Engine.compile``: they come back as
@@ -45,6 +50,8 @@ __all__ = (
     "BenchError",
     "CacheUnavailable",
     "CacheWarning",
+    "ClusterError",
+    "ClusterWarning",
     "CompileError",
     "CompileTimeout",
     "DumpDirError",
@@ -102,6 +109,12 @@ class BenchError(AsyncCompError, ValueError):
 class ServerError(AsyncCompError, RuntimeError):
     """The compile server cannot be started, reached or used: it did not come up, it
     speaks another protocol or version (both are named), or it refused this user."""
+
+
+class ClusterError(AsyncCompError, RuntimeError):
+    """The Ray cluster an engine was given cannot be used (:mod:`asynccomp.ray`): Ray is
+    not installed, the cluster cannot be reached, it offers no CPU, or none of its
+    actors runs the toolkit this process's cache keys name."""
 
 
 class CompileError(AsyncCompError):
@@ -177,6 +190,11 @@ class AsyncCompWarning(UserWarning):
 
 class CacheWarning(AsyncCompWarning):
     """Base class of the warnings the compile cache issues."""
+
+
+class ClusterWarning(AsyncCompWarning):
+    """The Ray cluster cost no result but something is off: the engine fell back to
+    local workers, or actors were refused (another toolkit) or lost."""
 
 
 class ResourceLimitWarning(AsyncCompWarning):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import types
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -15,6 +16,7 @@ from asynccomp import CompileJob, Engine, InvalidJob
 
 from .kernels import ARCH, needs_nvcc, scale_kernel
 
+Backend = Literal["nvrtc", "nvcc"]
 BACKENDS = ["nvrtc", pytest.param("nvcc", marks=needs_nvcc)]
 
 
@@ -69,11 +71,11 @@ def test_the_tvm_facade_refuses_them_too(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-async def test_job_names_that_look_like_options(backend: str, tmp_path: Path) -> None:
+async def test_job_names_that_look_like_options(backend: Backend, tmp_path: Path) -> None:
     names = ["-rf", "-O3", "--keep", "-", "--"]
     jobs = [
         CompileJob(scale_kernel(float(i)), name=n, backend=backend) for i, n in enumerate(names)
-    ]  # type: ignore[arg-type]
+    ]
     async with Engine(arch=ARCH, cache=False, dump_dir=tmp_path / "dumps") as engine:
         results = await engine.compile_many(jobs)
     assert all(r.ok for r in results), [str(r.error) for r in results if not r.ok]

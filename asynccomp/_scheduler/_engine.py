@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ..backends import CompilerBackend
     from ..cache import RemoteCache, ResultCache
     from ..cache._remote import RemoteWriter
+    from ..ray import RayExecutor
     from ..server import ServerClient
 
 __all__ = ("Engine", "EngineState")
@@ -136,6 +137,10 @@ class Engine:
             workers in this process; a path: the socket of a running server. The engine
             is used the same way, with the same results; ``arch``, ``tvm_fast_path`` and
             ``dump_dir`` still apply (per job), the other settings are the server's.
+        executor: where the compiles run instead of local workers: an
+            :class:`asynccomp.ray.RayExecutor` sends them to actors on a Ray cluster
+            (one per CPU it offers; their count is the engine's number of slots, for
+            NVRTC and nvcc together). ``None``: local workers.
 
     Closing (leaving ``async with`` normally) stops taking calls (they raise
     :class:`~asynccomp.EngineClosed`) and waits for the calls already made, from any task
@@ -164,6 +169,7 @@ class Engine:
         split_compile: int = 0,
         server: str | os.PathLike[str] | None = None,
         remote_cache: str | RemoteCache | Literal[False] | None = None,
+        executor: RayExecutor | None = None,
     ) -> None:
         if arch is not None:
             parse_arch(arch)
@@ -183,6 +189,7 @@ class Engine:
                 "cost_model": cost_model is not None,
                 "split_compile": split_compile != 0,
                 "remote_cache": remote_cache is not None,
+                "executor": executor is not None,
             }
             if any(given.values()):
                 names = ", ".join(name for name, set_ in given.items() if set_)
@@ -193,6 +200,10 @@ class Engine:
                     "leave server=None to compile in this process",
                 )
         self.arch = arch
+        self.executor = _check_executor(executor)
+        #: Whether the jobs compile on the executor's cluster (set as the engine starts;
+        #: ``False`` with local workers, also after a fallback).
+        self.on_cluster = False
         if nvrtc_mode not in ("auto", "threads", "processes"):
             raise InvalidJob("nvrtc_mode", nvrtc_mode, "expected auto, threads or processes")
         if not isinstance(tvm_fast_path, bool):
@@ -307,6 +318,14 @@ class Engine:
         self._cache = await anyio.to_thread.run_sync(make_cache)
         self._backends = self._make_backends(self._toolkit)
         slots = {"nvrtc": self.nvrtc_workers, "nvcc": self.nvcc_workers}
+        shared_slots = False
+        if self.executor is not None:
+            on_cluster = await self.executor.start(self._toolkit, self._backends)
+            if on_cluster is not None:  # None: fell back to local workers (warned)
+                self.on_cluster = True
+                self._backends, actors = on_cluster
+                slots = dict.fromkeys(self._backends, actors)
+                shared_slots = True  # an actor runs either compiler
         planner = Planner(
             arch=self.arch,
             toolkit=self._toolkit,
@@ -330,6 +349,7 @@ class Engine:
             cost_model=self.cost_model,
             counters=self._counters,
             writer=self._writer,
+            shared_slots=shared_slots,
         )
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
@@ -653,6 +673,16 @@ def _remote_cache(value: object) -> RemoteCache | None:
     if isinstance(value, str):
         return remote_cache_from_url(value)
     raise InvalidJob("remote_cache", value, "must be a URL, a RemoteCache, None or False")
+
+
+def _check_executor(executor: object) -> RayExecutor | None:
+    if executor is None:
+        return None
+    from ..ray import RayExecutor
+
+    if not isinstance(executor, RayExecutor):
+        raise InvalidJob("executor", executor, "must be an asynccomp.ray.RayExecutor or None")
+    return executor
 
 
 def _check_server(server: object) -> str | None:

@@ -70,6 +70,7 @@ class Scheduler:
         cost_model: CostModel,
         counters: Counters,
         writer: RemoteWriter | None = None,
+        shared_slots: bool = False,
     ) -> None:
         self.planner = planner
         self.toolkit = toolkit
@@ -78,7 +79,11 @@ class Scheduler:
         self.dumps = dumps
         self.cost_model = cost_model
         self.counters = counters
-        self.queues = {name: SlotQueue(total, self._start) for name, total in slots.items()}
+        if shared_slots:  # one set of slots for every backend (a cluster's actors)
+            shared = SlotQueue(max(slots.values()), self._start)
+            self.queues = dict.fromkeys(slots, shared)
+        else:
+            self.queues = {name: SlotQueue(total, self._start) for name, total in slots.items()}
         self.coalescer: Coalescer[PlannedJob] = Coalescer()
         self.writer = writer
         #: The compiles running now, with when each started (time.monotonic()).
@@ -99,7 +104,7 @@ class Scheduler:
     @property
     def waiting(self) -> int:
         """Jobs queued for a slot now."""
-        return sum(queue.waiting for queue in self.queues.values())
+        return sum(queue.waiting for queue in set(self.queues.values()))
 
     # -- a batch -------------------------------------------------------------------------
 

@@ -115,6 +115,9 @@ class BackendOutput:
     #: The files the compile read, as the compiler reported them (nvcc ``-MMD``), or
     #: ``None`` when it cannot say (NVRTC): the cache then finds them itself.
     dependencies: tuple[str, ...] | None = None
+    #: nvcc's intermediate files (name, bytes), when a compile on another machine was
+    #: asked to keep them (:mod:`asynccomp.ray`): written into the dump folder here.
+    intermediates: tuple[tuple[str, bytes], ...] = ()
 
 
 class CompilerBackend(abc.ABC):

@@ -19,9 +19,10 @@ import anyio
 
 from ..backends._base import safe_stem
 from ..engine import Engine
-from ..errors import AsyncCompError, DumpDirError, InvalidJob, ServerError
+from ..errors import AsyncCompError, ClusterError, DumpDirError, InvalidJob, ServerError
 from ..gpu import local_gpu_arch
 from ..job import CompileJob
+from ..ray import RayExecutor
 from ..result import CompileResult
 from ..server import server_paths
 from ._args import arch, positive_float, positive_int
@@ -29,7 +30,7 @@ from ._inputs import compiler_options, find_inputs, read_source, source_options,
 from ._progress import Display, Estimates, JobLines, ProgressBar
 from ._report import failures, records, summary
 
-__all__ = ("compiler_options", "running_server", "unique_names")
+__all__ = ("compiler_options", "ray_executor", "running_server", "unique_names")
 
 DESCRIPTION = """\
 Compile .cu files, and every .cu file under the given folders, concurrently.
@@ -42,6 +43,8 @@ Relative -I folders are made absolute (nvcc runs in a folder of its own).
 When this user's compile server runs (`asynccomp serve`), the jobs go there: its
 workers are warm and its cache is shared with every other process. --server starts
 it if needed; --no-server, -j, --cache-dir and --no-cache compile in this process.
+--ray ADDRESS compiles on a Ray cluster's actors (asynccomp.ray), this process keeping
+the cache, dumps and results.
 
 On a terminal a progress bar shows done/failed/cached counts, the jobs compiling now
 and an ETA from the estimated compile times; otherwise each finished job prints one line
@@ -119,6 +122,18 @@ def add_parser(sub: Any) -> None:
         "--no-server",
         action="store_true",
         help="compile in this process even when a compile server runs",
+    )
+    p.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="compile on actors of a Ray cluster: auto (the one this machine belongs to), "
+        "HOST:PORT or ray://HOST:PORT (needs pip install 'asynccomp[ray]')",
+    )
+    p.add_argument(
+        "--ray-fallback",
+        action="store_true",
+        help="with --ray: compile in this process if the cluster cannot be used",
     )
     p.add_argument(
         "-X",
@@ -204,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
     with _quiet_ctrl_c(out):
         try:
             return anyio.run(state.compile)
-        except (DumpDirError, ServerError, InvalidJob) as exc:  # raised as the engine starts
+        except (DumpDirError, ServerError, ClusterError, InvalidJob) as exc:  # as it starts
             if state.display is not None:
                 state.display.close()
             return _usage_error(exc)
@@ -329,10 +344,14 @@ def _quiet_ctrl_c(stream: TextIO) -> Iterator[None]:
 def _engine(args: argparse.Namespace) -> Engine:
     """On the running compile server (warm, shared with other processes) when there is
     one and the run asks nothing of its own of the engine; else in this process."""
-    own = args.jobs is not None or args.cache_dir is not None or args.no_cache
+    executor = ray_executor(args)
+    own = (
+        args.jobs is not None or args.cache_dir is not None or args.no_cache or executor is not None
+    )
     if args.server and own:
         raise ValueError(
-            "--server compiles with the server's settings: drop -j, --cache-dir, --no-cache"
+            "--server compiles with the server's settings: drop -j, --cache-dir, --no-cache, "
+            "--ray (or start the server with asynccomp serve --ray)"
         )
     server = "auto" if args.server else None
     if server is None and not own and not args.no_server:
@@ -346,7 +365,17 @@ def _engine(args: argparse.Namespace) -> Engine:
         dump_dir=args.dump,
         cache=not args.no_cache,
         cache_dir=args.cache_dir,
+        executor=executor,
     )
+
+
+def ray_executor(args: argparse.Namespace) -> RayExecutor | None:
+    """The executor ``--ray ADDRESS`` (and ``--ray-fallback``) ask for."""
+    if args.ray_fallback and args.ray is None:
+        raise ValueError("--ray-fallback goes with --ray ADDRESS")
+    if args.ray is None:
+        return None
+    return RayExecutor(address=args.ray, fallback=args.ray_fallback)
 
 
 def running_server() -> str | None:

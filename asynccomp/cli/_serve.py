@@ -16,6 +16,7 @@ import anyio
 from ..errors import AsyncCompError, ServerError
 from ..server import DEFAULT_IDLE_TIMEOUT, Server, server_paths, status, stop
 from ._args import non_negative_float, positive_int
+from ._compile import ray_executor
 
 DESCRIPTION = """\
 Run the compile server: one engine (NVRTC workers, nvcc slots, the cache) that every
@@ -57,6 +58,18 @@ def add_parser(sub: Any) -> None:
         "start as jobs need them, and a warm-up never delays a waiting job)",
     )
     p.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="compile on actors of a Ray cluster (auto, HOST:PORT, ray://HOST:PORT) instead "
+        "of local workers; -j is then unused",
+    )
+    p.add_argument(
+        "--ray-fallback",
+        action="store_true",
+        help="with --ray: use local workers if the cluster cannot be used",
+    )
+    p.add_argument(
         "--server-dir",
         type=Path,
         default=None,
@@ -93,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
         engine["nvcc_workers"] = args.jobs
     if args.cache_dir is not None:
         engine["cache_dir"] = args.cache_dir
+    try:
+        engine["executor"] = ray_executor(args)
+    except ValueError as exc:
+        print(f"asynccomp: error: {exc}", file=sys.stderr)
+        return 2
     server = Server(paths, idle_timeout=args.idle_timeout, engine=engine, warm=args.warm)
     if args.detach:
         return _detach(server)

@@ -379,6 +379,7 @@ class Server:
             "hits": stats.cache_hits,
             "deduplicated": stats.deduplicated,
             "workers": stats.workers,
+            "executor": "ray" if self.engine.on_cluster else "local",
             "statistics": asdict(stats),
             "toolkit": self.engine.toolkit.compiler_versions,
         }

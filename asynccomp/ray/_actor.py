@@ -1,0 +1,107 @@
+"""The cluster side: a compile worker that lives in a Ray actor.
+
+One :class:`CompileActor` is one Ray worker process holding one CPU: it compiles one job
+at a time (the client never sends a second before the first answered), with the same
+backends a local engine runs, so NVRTC front ends run in parallel across actors and each
+stays warm (headers read, libraries loaded) across batches.
+
+This module imports nothing of Ray: :mod:`._pool` wraps the class with ``ray.remote``
+when an engine starts, so ``import asynccomp.ray`` works without Ray installed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+
+from ..backends import BackendOutput, NvccBackend, NvrtcBackend, PreparedCompile
+from ..cache import compiler_identity, include_identity
+from ..toolkit import Toolkit, find_toolkit
+
+__all__ = ("CompileActor", "toolkit_identity")
+
+
+def toolkit_identity(toolkit: Toolkit) -> dict[str, str]:
+    """What a cache key says about each compiler (its version, its library or program,
+    the fingerprint of the headers it reads): equal on both sides or no compile."""
+    identity = {}
+    for backend in ("nvrtc", "nvcc"):
+        compiler, includes = compiler_identity(backend, toolkit)
+        identity[backend] = f"{compiler} | headers {include_identity(includes)}"
+    return identity
+
+
+class CompileActor:
+    """Compiles :class:`~asynccomp.backends.PreparedCompile` s sent by an engine.
+
+    Every call is a coroutine (an asyncio actor), so ``ray.cancel`` reaches a running
+    compile as a cancellation: NVRTC stops at its next flow callback, nvcc is killed.
+    """
+
+    def __init__(self) -> None:
+        self.toolkit = find_toolkit()
+        self.identity = toolkit_identity(self.toolkit)
+        # Threads mode: the actor is the worker process; one compile at a time.
+        self.nvrtc = NvrtcBackend(self.toolkit, "threads", 1)
+        self.nvcc = NvccBackend(self.toolkit)
+
+    async def describe(self) -> dict[str, object]:
+        """Who this actor is: its toolkit's identity, process and node."""
+        return {
+            "identity": self.identity,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "node": _node_id(),
+        }
+
+    async def warm_up(self) -> None:
+        """Load NVRTC and read the common headers once (the first compile's cost)."""
+        async with anyio.create_task_group() as task_group:
+            await self.nvrtc.start(task_group)
+            await self.nvrtc.warm_up()
+
+    async def compile(
+        self, prepared: PreparedCompile, identity: str, keep: bool = False
+    ) -> BackendOutput:
+        """Compile ``prepared`` if this actor's compiler is the one its cache key was
+        made with (``identity``); refuse otherwise. ``keep``: send nvcc's intermediate
+        files back in ``intermediates`` (the job's dump folder is on the client)."""
+        mine = self.identity.get(prepared.backend)
+        if mine != identity:
+            return BackendOutput(
+                "internal",
+                None,
+                "",
+                f"refused by the Ray actor on {socket.gethostname()} (pid {os.getpid()}): "
+                f"its {prepared.backend} is {mine!r}, the job's cache key was made with "
+                f"{identity!r}",
+            )
+        if prepared.backend == "nvcc" and keep:
+            with tempfile.TemporaryDirectory(prefix="asynccomp-keep-") as folder:
+                out = await self.nvcc.run(replace(prepared, keep_dir=folder))
+                files = await anyio.to_thread.run_sync(_read_files, Path(folder))
+            return replace(out, intermediates=files)
+        if prepared.backend == "nvcc":
+            return await self.nvcc.run(prepared)
+        # A task group per compile: NVRTC's thread is waited for before the answer goes
+        # back, so a cancelled or timed-out compile has stopped when the actor is free.
+        outputs = []
+        async with anyio.create_task_group() as task_group:
+            await self.nvrtc.start(task_group)
+            outputs.append(await self.nvrtc.run(prepared))
+        return outputs[0]
+
+
+def _read_files(folder: Path) -> tuple[tuple[str, bytes], ...]:
+    return tuple((p.name, p.read_bytes()) for p in sorted(folder.iterdir()) if p.is_file())
+
+
+def _node_id() -> str:
+    import ray  # in the actor, where Ray is there by definition
+
+    return str(ray.get_runtime_context().get_node_id())

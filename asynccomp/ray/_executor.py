@@ -1,0 +1,147 @@
+"""What the engine is given (:class:`RayExecutor`) and what it gets back (backends that
+compile on the cluster)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from ..backends import (
+    BackendOptions,
+    BackendOutput,
+    CompilerBackend,
+    PreparedCompile,
+)
+from ..errors import ClusterError, ClusterWarning, InvalidJob
+from ..job import CompileJob
+from ..toolkit import Toolkit
+from ._actor import toolkit_identity
+from ._pool import ActorPool
+
+__all__ = ("RayBackend", "RayExecutor")
+
+
+@dataclass(frozen=True)
+class RayExecutor:
+    """Compile an engine's jobs on a Ray cluster: ``Engine(executor=RayExecutor())``.
+
+    The engine starts one compile actor per CPU the cluster offers (or ``actors``),
+    spread over its nodes, as it starts, and kills them as it closes. Each actor is a
+    process compiling one job at a time with NVRTC or nvcc, warm across batches. The
+    engine's cache, dumps, longest-first dispatch and results work as with local
+    workers: only the compiles run on the cluster, and a job the cache answers never
+    reaches it.
+
+    Every node must have the toolkit this process has, at the same paths (the same
+    image or environment, as Ray clusters are usually built): an actor whose NVRTC,
+    nvcc or CUDA headers differ is not used, and an actor refuses any job whose cache
+    key names another compiler. Sources that ``#include`` files outside the toolkit need
+    them at the same path on every node (a shared file system).
+
+    Args:
+        address: the cluster, as :func:`ray.init` takes it: ``"auto"`` (the one this
+            machine belongs to), ``"HOST:PORT"`` or ``"ray://HOST:PORT"``. ``None``:
+            the Ray connection this process already has, else ``$RAY_ADDRESS``, else a
+            new Ray instance on this machine.
+        actors: how many compile actors (default: one per CPU the cluster has free when
+            the engine starts). Actors that cannot be placed within ``startup_timeout``
+            are given up with a :class:`~asynccomp.errors.ClusterWarning`.
+        retries: how many more actors a job is sent to when the one compiling it is lost
+            (its process killed, its node gone) before it fails with
+            :class:`~asynccomp.errors.WorkerCrashed`.
+        fallback: when the cluster cannot be used (Ray missing, unreachable, no actor
+            started), compile with local workers after a ``ClusterWarning`` instead of
+            raising :class:`~asynccomp.errors.ClusterError` from ``async with``.
+        startup_timeout: seconds for the actors to start.
+
+    >>> RayExecutor(address="auto", retries=1)
+    RayExecutor(address='auto', actors=None, retries=1, fallback=False, startup_timeout=60.0)
+    """
+
+    address: str | None = None
+    actors: int | None = None
+    retries: int = 2
+    fallback: bool = False
+    startup_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.address is not None and (not isinstance(self.address, str) or not self.address):
+            raise InvalidJob("address", self.address, "must be a non-empty string or None")
+        for name, value, least in (("actors", self.actors, 1), ("retries", self.retries, 0)):
+            if value is None and name == "actors":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InvalidJob(name, value, f"must be an int >= {least}")
+        if not isinstance(self.fallback, bool):
+            raise InvalidJob("fallback", self.fallback, "must be True or False")
+        timeout = self.startup_timeout
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            raise InvalidJob("startup_timeout", timeout, "must be a positive number of seconds")
+
+    async def start(
+        self, toolkit: Toolkit, local: Mapping[str, CompilerBackend]
+    ) -> tuple[dict[str, CompilerBackend], int] | None:
+        """Join the cluster and start the actors: the backends that compile there (one
+        per local backend, which still renders each job) and how many actors there
+        are. ``None`` when the cluster cannot be used and ``fallback`` is set (a
+        ClusterWarning says why)."""
+        pool = ActorPool(
+            address=self.address,
+            actors=self.actors,
+            retries=self.retries,
+            startup_timeout=self.startup_timeout,
+            identity=toolkit_identity(toolkit),
+        )
+        try:
+            # Abandoned if cancelled: Ray's connect cannot be interrupted, and a thread
+            # left behind finishes on its own.
+            await anyio.to_thread.run_sync(pool.connect, abandon_on_cancel=True)
+        except ClusterError as exc:
+            if not self.fallback:
+                raise
+            warnings.warn(
+                f"asynccomp: compiling with local workers: {exc}", ClusterWarning, stacklevel=2
+            )
+            return None
+        return {name: RayBackend(backend, pool) for name, backend in local.items()}, pool.size
+
+
+class RayBackend(CompilerBackend):
+    """A local backend's rendering, compiled by the pool's actors. The backends of one
+    engine share one pool (and its slots: an actor runs NVRTC or nvcc)."""
+
+    def __init__(self, local: CompilerBackend, pool: ActorPool) -> None:
+        super().__init__(local.toolkit)
+        self.name = local.name  # type: ignore[misc]  # the name of what it stands for
+        self.local = local
+        self.pool = pool
+
+    def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
+        return self.local.prepare(job, options)
+
+    async def run(self, prepared: PreparedCompile) -> BackendOutput:
+        return await self.pool.run(prepared)
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        await self.pool.start(task_group)
+
+    async def warm_up(self) -> None:
+        await self.pool.warm_up()
+
+    def worker_count(self) -> int:
+        # The actors are counted once, by the NVRTC backend (both share them).
+        return self.pool.size_alive if self.name == "nvrtc" else 0
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()

@@ -1,0 +1,508 @@
+"""The client side: the engine's actors on a Ray cluster, and how a job reaches one.
+
+:class:`ActorPool` starts the actors as the engine starts (one per CPU the cluster
+offers, spread over its nodes), keeps the ones whose toolkit is this process's, hands
+each job to a free one and brings its answer back. An actor lost mid-job (its process
+killed, its node gone) is replaced where the cluster has room and the job goes to another
+actor, at most ``retries`` times; a cancelled job is cancelled on the cluster too, and
+its actor takes no other job until it has stopped. Closing kills every actor.
+
+Ray calls that block (connecting, waiting for actors to start) run in threads; a job's
+answer is awaited through its ``ObjectRef``'s future, woken on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from ..backends import BackendOutput, PreparedCompile
+from ..errors import ClusterError, ClusterWarning
+from ._actor import CompileActor
+
+__all__ = ("ANSWER_GRACE", "ActorPool", "import_ray")
+
+logger = logging.getLogger("asynccomp.ray")
+
+#: How long past a job's timeout its actor may take to answer (NVRTC stops at its next
+#: flow callback, nvcc is killed; the answer crosses the network) before the actor is
+#: taken for hung, killed and replaced.
+ANSWER_GRACE = 30.0
+
+#: How long a cancelled job's actor may take to stop before it is killed.
+SETTLE_GRACE = 10.0
+
+#: How long closing waits for the cluster to confirm its actors dead.
+KILL_WAIT = 10.0
+
+# Ray's own connection is one per process: the pools of every engine in this process
+# share it, and the last one to close shuts it down if a pool opened it.
+_connection_lock = threading.Lock()
+_connection_users = 0
+_connection_ours = False
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a ClusterError that says what to install."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ClusterError(
+            f"compiling on a Ray cluster needs Ray ({exc}): pip install 'asynccomp[ray]'"
+        ) from exc
+    return ray
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Blocking: fail fast when nothing listens at ``address`` (Ray itself retries an
+    unreachable cluster for minutes)."""
+    host, _, port = address.split("://")[-1].rpartition(":")
+    if not host or not port.isdigit():
+        raise ClusterError(f"bad Ray address {address!r}: expected HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ClusterError(f"could not reach the Ray cluster at {address!r}: {exc}") from exc
+
+
+class _NotMainThread(logging.Filter):
+    # ray.init sets a SIGTERM handler in the main thread only, and says so elsewhere: a
+    # handler asynccomp would not want (the server has its own), so it connects in a
+    # thread, and the warning is noise.
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+
+def _connect(address: str | None, timeout: float) -> None:
+    """Blocking: join the cluster at ``address`` (or use this process's connection)."""
+    global _connection_users, _connection_ours
+    ray = import_ray()
+    with _connection_lock:
+        if ray.is_initialized():
+            current = ray.get_runtime_context().gcs_address
+            if address not in (None, "auto") and address.split("://")[-1] != current:
+                raise ClusterError(
+                    f"this process is already connected to the Ray cluster at {current}; "
+                    f"it cannot also join {address!r} (Ray allows one per process)"
+                )
+        else:
+            if address is not None and address != "auto":
+                _probe(address, timeout)
+            quiet = _NotMainThread()
+            logging.getLogger("ray._private.worker").addFilter(quiet)
+            try:
+                ray.init(
+                    address=address,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                    configure_logging=False,
+                )
+            except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ...
+                where = "a new local Ray instance" if address is None else repr(address)
+                raise ClusterError(f"could not reach the Ray cluster at {where}: {exc}") from exc
+            finally:
+                logging.getLogger("ray._private.worker").removeFilter(quiet)
+            _connection_ours = _connection_users == 0
+        _connection_users += 1
+
+
+def _disconnect() -> None:
+    global _connection_users, _connection_ours
+    with _connection_lock:
+        _connection_users -= 1
+        if _connection_users == 0 and _connection_ours:
+            _connection_ours = False
+            import_ray().shutdown()
+
+
+@dataclass(eq=False)
+class _Actor:
+    handle: Any  # ray.actor.ActorHandle
+    pid: int
+    host: str
+    node: str
+
+
+class _Lost(Exception):
+    """The actor went away (process killed, node gone) before it answered."""
+
+
+class ActorPool:
+    """The engine's compile actors on one Ray cluster. Blocking setup: :meth:`connect`
+    (in a thread); then from the event loop: :meth:`run`, :meth:`warm_up`,
+    :meth:`aclose`."""
+
+    def __init__(
+        self,
+        *,
+        address: str | None,
+        actors: int | None,
+        retries: int,
+        startup_timeout: float,
+        identity: dict[str, str],
+    ) -> None:
+        self.address = address
+        self.requested = actors
+        self.retries = retries
+        self.startup_timeout = startup_timeout
+        self.identity = identity
+        self.size = 0
+        self._remote_class: Any = None
+        self._all: dict[Any, _Actor | None] = {}  # every handle made, to kill at close
+        self._free: list[_Actor] = []
+        self._live: set[_Actor] = set()
+        self._replacing = 0
+        self._changed = anyio.Event()
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._connected = False
+        self._closed = False
+
+    # -- starting --------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Blocking: join the cluster and start the actors. Raises ClusterError when
+        Ray is missing, the cluster cannot be reached or no actor could be used."""
+        _connect(self.address, min(self.startup_timeout, 10.0))
+        self._connected = True
+        try:
+            self._start_actors()
+        except BaseException:
+            self.kill_all()
+            raise
+
+    def _start_actors(self) -> None:
+        ray = import_ray()
+        count = self.requested
+        if count is None:
+            count = int(ray.available_resources().get("CPU", 0))
+            if count < 1:
+                raise ClusterError(
+                    f"the Ray cluster at {ray.get_runtime_context().gcs_address} has no free "
+                    f"CPU for a compile actor (resources: {ray.cluster_resources()})"
+                )
+        self._remote_class = ray.remote(CompileActor).options(
+            num_cpus=1,
+            scheduling_strategy="SPREAD",  # across nodes: a node lost costs a share
+            max_restarts=0,  # a lost actor is replaced by the pool, which knows its job
+            max_task_retries=0,
+        )
+        started, problems = self._start(count)
+        for actor in started:
+            self._live.add(actor)
+            self._free.append(actor)
+        self.size = len(started)
+        if not started:
+            raise ClusterError(
+                f"none of {count} Ray compile actors could be used: " + "; ".join(problems)
+            )
+        if problems:
+            warnings.warn(
+                f"asynccomp: {count - len(started)} of {count} Ray compile actors are not "
+                "used: " + "; ".join(sorted(set(problems))),
+                ClusterWarning,
+                stacklevel=2,
+            )
+
+    def _start(self, count: int) -> tuple[list[_Actor], list[str]]:
+        """Blocking: start ``count`` actors; the ones ready within the startup timeout
+        whose toolkit is ours, and why the others are not."""
+        ray = import_ray()
+        handles = [self._remote_class.remote() for _ in range(count)]
+        for handle in handles:
+            self._all[handle] = None
+        calls = {handle.describe.remote(): handle for handle in handles}
+        ready, pending = ray.wait(list(calls), num_returns=len(calls), timeout=self.startup_timeout)
+        started: list[_Actor] = []
+        problems: list[str] = []
+        if pending:
+            problems.append(
+                f"{len(pending)} did not start within {self.startup_timeout:g} s (no room "
+                "on the cluster?)"
+            )
+        for ref in pending:
+            self._kill(calls[ref])
+        for ref in ready:
+            handle = calls[ref]
+            try:
+                found = ray.get(ref)
+            except Exception as exc:
+                problems.append(f"one failed to start: {_first_line(exc)}")
+                self._kill(handle)
+                continue
+            if found["identity"] != self.identity:
+                problems.append(
+                    f"the actor on {found['host']} has another toolkit "
+                    f"({_difference(found['identity'], self.identity)})"
+                )
+                self._kill(handle)
+                continue
+            actor = _Actor(handle, int(found["pid"]), str(found["host"]), str(found["node"]))
+            self._all[handle] = actor
+            started.append(actor)
+        return started, problems
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Called as the engine starts: background work (replacing lost actors, letting
+        cancelled ones stop) runs in ``task_group``."""
+        self._task_group = task_group
+
+    @property
+    def size_alive(self) -> int:
+        """Actors alive now."""
+        return len(self._live)
+
+    @property
+    def actors(self) -> list[tuple[int, str, str]]:
+        """(pid, host, node id) of each live actor."""
+        return sorted((a.pid, a.host, a.node) for a in self._live)
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    async def run(self, prepared: PreparedCompile) -> BackendOutput:
+        """Compile ``prepared`` on a free actor, on another if that one is lost."""
+        kept_in = prepared.keep_dir
+        if kept_in is not None:
+            # A folder of this machine: the actor keeps nvcc's intermediates in one of
+            # its own and sends them back.
+            prepared = replace(prepared, keep_dir=None)
+        lost: list[str] = []
+        for _ in range(self.retries + 1):
+            actor = await self._acquire()
+            if actor is None:
+                break
+            try:
+                out = await self._call(actor, prepared, keep=kept_in is not None)
+            except _Lost as exc:
+                lost.append(f"{actor.host} pid {actor.pid}: {exc}")
+                self._lose(actor)
+                continue
+            self._release(actor)
+            if kept_in is not None and out.intermediates:
+                out = await anyio.to_thread.run_sync(_write_intermediates, out, kept_in)
+            return out
+        if not lost:
+            message = "no Ray compile actor is left (every one was lost)"
+        else:
+            message = f"lost {len(lost)} Ray compile actor(s) running it: " + "; ".join(lost)
+        return BackendOutput("crashed", None, "", message)
+
+    async def _call(self, actor: _Actor, prepared: PreparedCompile, *, keep: bool) -> BackendOutput:
+        ray = import_ray()
+        ref = actor.handle.compile.remote(prepared, self.identity[prepared.backend], keep)
+        limit = None if prepared.timeout is None else prepared.timeout + ANSWER_GRACE
+        try:
+            with anyio.fail_after(limit):
+                out: BackendOutput = await _answer(ref)
+                return out
+        except TimeoutError:
+            self._lose(actor, kill=True)
+            raise _Lost(f"no answer {ANSWER_GRACE:g} s past the job's timeout") from None
+        except ray.exceptions.RayTaskError as exc:  # the actor's code raised: a bug there
+            self._release(actor)
+            return BackendOutput("internal", None, "", f"the Ray actor failed: {exc}")
+        except ray.exceptions.RayError as exc:  # ActorDiedError, NodeDiedError, ...
+            raise _Lost(_first_line(exc)) from exc
+        except BaseException:  # cancelled: stop it on the cluster too
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)
+            assert self._task_group is not None
+            self._task_group.start_soon(self._settle, actor, ref)
+            raise
+
+    async def _settle(self, actor: _Actor, ref: Any) -> None:
+        """Give a cancelled job's actor back once it has stopped (killed if it will not)."""
+        with anyio.move_on_after(SETTLE_GRACE):
+            with contextlib.suppress(Exception):
+                await _answer(ref)
+            if actor in self._live:
+                self._release(actor)
+            return
+        self._lose(actor, kill=True)
+
+    async def warm_up(self) -> None:
+        """Load NVRTC and the common headers in every free actor."""
+        ray = import_ray()
+        actors = list(self._free)
+        with contextlib.suppress(ray.exceptions.RayError):
+            await _answer_all([a.handle.warm_up.remote() for a in actors])
+
+    # -- the free list ---------------------------------------------------------------------
+
+    async def _acquire(self) -> _Actor | None:
+        while not self._free:
+            if not self._live and not self._replacing:
+                return None
+            await self._changed.wait()
+        return self._free.pop()
+
+    def _release(self, actor: _Actor) -> None:
+        if actor in self._live and not self._closed:
+            self._free.append(actor)
+            self._notify()
+
+    def _lose(self, actor: _Actor, *, kill: bool = False) -> None:
+        if actor not in self._live:
+            return
+        self._live.discard(actor)
+        with contextlib.suppress(ValueError):
+            self._free.remove(actor)
+        logger.warning("asynccomp: lost the Ray actor on %s (pid %d)", actor.host, actor.pid)
+        if kill:
+            self._kill(actor.handle)
+        if not self._closed and self._task_group is not None:
+            self._replacing += 1
+            self._task_group.start_soon(self._replace)
+        self._notify()
+
+    async def _replace(self) -> None:
+        """Start an actor in place of a lost one, where the cluster has room for it."""
+        try:
+            started, problems = await anyio.to_thread.run_sync(
+                self._start, 1, abandon_on_cancel=True
+            )
+        finally:
+            self._replacing -= 1
+            self._notify()
+        if self._closed:
+            for actor in started:
+                self._kill(actor.handle)
+            return
+        for actor in started:
+            self._live.add(actor)
+            self._free.append(actor)
+        if problems:
+            logger.warning("asynccomp: no replacement Ray actor: %s", "; ".join(problems))
+        self._notify()
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+
+    # -- closing ---------------------------------------------------------------------------
+
+    def _kill(self, handle: Any) -> None:
+        with contextlib.suppress(Exception):
+            import_ray().kill(handle, no_restart=True)
+
+    def kill_all(self) -> None:
+        """Blocking: kill every actor this pool made (ready or not), wait until the
+        cluster has them dead (briefly), and leave the cluster."""
+        self._closed = True
+        handles = list(self._all)
+        live = len(self._live)
+        for handle in handles:
+            self._kill(handle)
+        self._all.clear()
+        self._live.clear()
+        self._free.clear()
+        if handles:
+            with contextlib.suppress(Exception):
+                _wait_dead(handles, live)
+        if self._connected:
+            self._connected = False
+            _disconnect()
+
+    async def aclose(self) -> None:
+        """Kill the actors (nothing of this engine keeps running on the cluster)."""
+        if not self._closed or self._connected:
+            await anyio.to_thread.run_sync(self.kill_all)
+        self._notify()
+
+
+def _wait_dead(handles: list[Any], holding: int) -> None:
+    """Blocking, briefly: until the cluster has ``handles`` dead and shows the CPUs the
+    ``holding`` live ones held as free, so that an engine started next finds them."""
+    ray = import_ray()
+    deadline = time.monotonic() + KILL_WAIT
+    before = ray.available_resources().get("CPU", 0)
+    # A call to a killed actor fails once the cluster has it dead; its process is
+    # exiting then.
+    calls = [handle.describe.remote() for handle in handles]
+    ray.wait(calls, num_returns=len(calls), timeout=KILL_WAIT)
+    # Each node reports its free CPUs a moment later.
+    while ray.available_resources().get("CPU", 0) < before + holding:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
+async def _answer(ref: Any) -> Any:
+    """The value of a Ray ``ObjectRef`` (its error raised), awaited without a thread."""
+    future: Future[Any] = ref.future()
+    if not future.done():
+        done = anyio.Event()
+        wake = _waker(done)
+        future.add_done_callback(lambda _: wake())
+        await done.wait()
+    return future.result()
+
+
+async def _answer_all(refs: Sequence[Any]) -> list[Any]:
+    return [await _answer(ref) for ref in refs]
+
+
+def _waker(event: anyio.Event) -> Callable[[], None]:
+    """A function any thread may call to set ``event`` on this event loop, at once and
+    without blocking (Ray calls it from its own threads)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio: anyio's other backend, trio
+        loop = None
+    if loop is not None:
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed
+                loop.call_soon_threadsafe(event.set)
+
+        return wake
+    trio = importlib.import_module("trio")
+    token = trio.lowlevel.current_trio_token()
+
+    def wake_trio() -> None:
+        with contextlib.suppress(RuntimeError):
+            token.run_sync_soon(event.set)
+
+    return wake_trio
+
+
+def _write_intermediates(out: BackendOutput, folder: str) -> BackendOutput:
+    """Blocking: write the intermediates an actor sent into the job's dump folder."""
+    try:
+        for name, data in out.intermediates:
+            (Path(folder) / Path(name).name).write_bytes(data)
+    except OSError as exc:
+        return replace(
+            out,
+            intermediates=(),
+            warnings=(*out.warnings, f"nvcc intermediates not kept: {exc}"),
+        )
+    return replace(out, intermediates=())
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _difference(theirs: dict[str, str], ours: dict[str, str]) -> str:
+    return "; ".join(
+        f"{name} {theirs.get(name)!r}, here {ours[name]!r}"
+        for name in ours
+        if theirs.get(name) != ours[name]
+    )

@@ -1,0 +1,89 @@
+"""A real Ray cluster of two nodes on this machine (``ray.cluster_utils.Cluster``), and
+ways to find and kill the compile actors of one node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psutil
+import pytest
+
+__all__ = ("RayCluster", "actor_processes", "compiling_actors")
+
+#: Node deaths noticed in about a second and a half (Ray's default is 15 s and more).
+FAST_HEALTH_CHECKS = {
+    "health_check_period_ms": 500,
+    "health_check_failure_threshold": 3,
+    "health_check_initial_delay_ms": 0,
+}
+
+
+class RayCluster:
+    """A head and one worker node of one CPU each, this test process their driver."""
+
+    def __init__(self) -> None:
+        ray = pytest.importorskip("ray")
+        from ray.cluster_utils import Cluster
+
+        self.ray = ray
+        self.cluster: Any = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "include_dashboard": False,
+                "_system_config": FAST_HEALTH_CHECKS,
+            },
+        )
+        self.head = self.cluster.head_node
+        self.worker = self.cluster.add_node(num_cpus=1)
+        self.address: str = self.cluster.address
+        ray.init(address=self.address, log_to_driver=False, logging_level="WARNING")
+        self.cluster.wait_for_nodes()
+
+    def add_node(self) -> Any:
+        node = self.cluster.add_node(num_cpus=1)
+        self.cluster.wait_for_nodes()
+        return node
+
+    def remove_node(self, node: Any) -> None:
+        self.cluster.remove_node(node, allow_graceful=False)
+
+    def free_cpus(self) -> float:
+        return float(self.ray.available_resources().get("CPU", 0))
+
+    def shutdown(self) -> None:
+        self.ray.shutdown()
+        self.cluster.shutdown()
+
+
+def _raylet_pid(node: Any) -> int:
+    return int(node.all_processes["raylet"][0].process.pid)
+
+
+def actor_processes(node: Any | None = None) -> list[psutil.Process]:
+    """The compile actors' processes (of ``node`` only, when given): Ray names each
+    ``ray::CompileActor`` (``ray::CompileActor.compile`` while it compiles)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            title = process.cmdline()
+            if not title or not title[0].startswith("ray::CompileActor"):
+                continue
+            if node is not None and process.ppid() != _raylet_pid(node):
+                continue
+            found.append(process)
+        except psutil.Error:
+            pass
+    return found
+
+
+def compiling_actors() -> list[psutil.Process]:
+    """The compile actors running a job now."""
+    busy = []
+    for process in actor_processes():
+        try:
+            if process.cmdline()[0].startswith("ray::CompileActor.compile"):
+                busy.append(process)
+        except (psutil.Error, IndexError):
+            pass
+    return busy
