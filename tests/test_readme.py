@@ -29,6 +29,8 @@ def test_snippet_runs(number: int, tmp_path: Path) -> None:
         "tvm"
     ):
         pytest.skip("needs TVM itself (pip install 'asynccomp[tvm]')")
+    if "asynccomp.ray" in code and not importlib.util.find_spec("ray"):
+        pytest.skip("needs Ray (pip install 'asynccomp[ray]')")
     folder = new_server_dir()
     env = {
         **os.environ,

@@ -223,6 +223,8 @@ class ActorPool:
         """Blocking: start ``count`` actors; the ones ready within the startup timeout
         whose toolkit is ours, and why the others are not."""
         ray = import_ray()
+        if self._closed:
+            return [], []
         handles = [self._remote_class.remote() for _ in range(count)]
         for handle in handles:
             self._all[handle] = None
@@ -255,7 +257,16 @@ class ActorPool:
             actor = _Actor(handle, int(found["pid"]), str(found["host"]), str(found["node"]))
             self._all[handle] = actor
             started.append(actor)
+        if self.closed:  # the pool closed meanwhile (a replacement's thread outlives it)
+            for actor in started:
+                self._kill(actor.handle)
+            return [], problems
         return started, problems
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`kill_all` has run (from any thread)."""
+        return self._closed
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Called as the engine starts: background work (replacing lost actors, letting
@@ -310,9 +321,15 @@ class ActorPool:
             with anyio.fail_after(limit):
                 out: BackendOutput = await _answer(ref)
                 return out
-        except TimeoutError:
+        except TimeoutError:  # hung: not retried (it would hang the next actor too)
             self._lose(actor, kill=True)
-            raise _Lost(f"no answer {ANSWER_GRACE:g} s past the job's timeout") from None
+            return BackendOutput(
+                "timeout",
+                None,
+                "",
+                f"the Ray actor on {actor.host} (pid {actor.pid}) did not answer "
+                f"{ANSWER_GRACE:g} s past the timeout; it was killed",
+            )
         except ray.exceptions.RayTaskError as exc:  # the actor's code raised: a bug there
             self._release(actor)
             return BackendOutput("internal", None, "", f"the Ray actor failed: {exc}")
@@ -327,11 +344,16 @@ class ActorPool:
 
     async def _settle(self, actor: _Actor, ref: Any) -> None:
         """Give a cancelled job's actor back once it has stopped (killed if it will not)."""
+        ray = import_ray()
         with anyio.move_on_after(SETTLE_GRACE):
-            with contextlib.suppress(Exception):
+            try:
                 await _answer(ref)
-            if actor in self._live:
-                self._release(actor)
+            except ray.exceptions.RayActorError:
+                self._lose(actor)
+                return
+            except Exception:  # TaskCancelledError: stopped, as asked
+                pass
+            self._release(actor)
             return
         self._lose(actor, kill=True)
 

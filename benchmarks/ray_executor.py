@@ -1,0 +1,207 @@
+"""Local workers against the Ray executor on the same machine, and what that says about a
+10,000-kernel sweep over N nodes.
+
+Measured, in one process with a Ray instance of this machine's CPUs (``ray.init``, or
+``--address`` of a running cluster):
+
+- **batch wall**: the corpus (as TVM 0.27 compiles it, ``asynccomp.tvm.make_job``) as one
+  batch, warm, through ``Engine()`` (local NVRTC workers) and through
+  ``Engine(executor=RayExecutor())`` (one actor per CPU), best and median of ``--rounds``;
+- **per-job overhead**: a tiny kernel compiled one at a time by one local worker and by
+  one actor: the difference of the two latencies is what a trip through Ray costs;
+- **driver CPU per job**: the engine's process CPU time during the Ray batches, per job
+  (the one process every job crosses: it bounds how many jobs a second one driver sends);
+- **transfer sizes**: what goes to an actor (the pickled ``PreparedCompile``) and back
+  (binary and log) per job.
+
+The projection: a sweep of 10,000 jobs like the corpus's on N nodes of C cores takes about
+``max(longest job, 10000 * (mean compile + overhead) / (N * C), 10000 * driver CPU per
+job)``, plus the bytes moved over the network (``--bandwidth``, default 1 GB/s).
+
+    python benchmarks/ray_executor.py                              # built-in examples
+    python benchmarks/ray_executor.py --corpus ../shared/corpus --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import anyio  # noqa: E402
+
+from asynccomp import CompileJob, CompileResult, Engine  # noqa: E402
+from asynccomp.backends import BackendOptions, NvrtcBackend  # noqa: E402
+from asynccomp.ray import RayExecutor  # noqa: E402
+from asynccomp.toolkit import find_toolkit  # noqa: E402
+from asynccomp.tvm import make_job  # noqa: E402
+
+TINY = 'extern "C" __global__ void tiny(float* x) {{ x[threadIdx.x] *= {}f; }}\n'
+
+
+def corpus_jobs(corpus: Path | None, arch: str) -> list[CompileJob]:
+    if corpus is None:
+        from asynccomp.examples import example_names, example_path
+
+        files = [example_path(name) for name in example_names()]
+    else:
+        files = sorted(corpus.glob("*.cu"))
+    return [make_job(f.read_text(), arch=arch, name=f.stem) for f in files]
+
+
+async def batches(engine: Engine, jobs: list[CompileJob], rounds: int) -> dict[str, Any]:
+    walls, cpu = [], 0.0
+    results: list[CompileResult] = []
+    for _ in range(rounds):
+        cpu_before, started = time.process_time(), time.perf_counter()
+        results = await engine.compile_many(jobs)
+        walls.append(time.perf_counter() - started)
+        cpu += time.process_time() - cpu_before
+        failed = [str(r.error) for r in results if not r.ok]
+        assert not failed, failed[:3]
+    return {
+        "wall_best": min(walls),
+        "wall_median": statistics.median(walls),
+        "walls": walls,
+        "driver_cpu_per_job": cpu / (rounds * len(jobs)),
+        "job_elapsed_mean": statistics.fmean(r.elapsed for r in results),
+        "job_elapsed_max": max(r.elapsed for r in results),
+        "binaries": [r.binary for r in results],
+    }
+
+
+async def latency(engine: Engine, count: int) -> float:
+    """Median seconds per tiny job compiled one at a time."""
+    times = []
+    for i in range(count):
+        started = time.perf_counter()
+        result = await engine.compile(CompileJob(TINY.format(1.0 + i), name=f"tiny{i}"))
+        assert result.ok, result.error
+        times.append(time.perf_counter() - started)
+    return statistics.median(times[2:])  # the first ones load NVRTC's headers
+
+
+def transfer_sizes(
+    jobs: list[CompileJob], results: list[bytes | None], arch: str
+) -> dict[str, float]:
+    backend = NvrtcBackend(find_toolkit())
+    sent = [len(pickle.dumps(backend.prepare(j, BackendOptions(arch)))) for j in jobs]
+    back = [len(b or b"") for b in results]
+    return {
+        "sent_mean": statistics.fmean(sent),
+        "sent_max": max(sent),
+        "back_mean": statistics.fmean(back),
+        "back_max": max(back),
+    }
+
+
+def projection(
+    measured: dict[str, Any], cores: int, bandwidth: float, kernels: int = 10_000
+) -> list[dict[str, float]]:
+    compile_s = measured["local"]["job_elapsed_mean"]
+    overhead = max(0.0, measured["overhead_per_job"])
+    driver = measured["ray"]["driver_cpu_per_job"]
+    size = measured["transfer"]["sent_mean"] + measured["transfer"]["back_mean"]
+    longest = measured["local"]["job_elapsed_max"]
+    rows = []
+    for nodes in (1, 2, 4, 8, 16, 32, 64):
+        compute = kernels * (compile_s + overhead) / (nodes * cores)
+        rows.append(
+            {
+                "nodes": nodes,
+                "compute_bound_s": compute,
+                "driver_bound_s": kernels * driver,
+                "network_s": kernels * size / bandwidth,
+                "projected_s": max(longest, compute, kernels * driver) + kernels * size / bandwidth,
+            }
+        )
+    return rows
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    import ray
+
+    jobs = corpus_jobs(args.corpus, args.arch)
+    cores = os.cpu_count() or 1
+    started = time.perf_counter()
+    if args.address is None:
+        ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(address=args.address, log_to_driver=False)
+    ray_start = time.perf_counter() - started
+    out: dict[str, Any] = {"kernels": len(jobs), "cores": cores, "ray_init_s": ray_start}
+
+    async with Engine(arch=args.arch, cache=False) as local:
+        await local.warm_up()
+        out["local"] = await batches(local, jobs, args.rounds)
+    async with Engine(arch=args.arch, cache=False, nvrtc_workers=1) as one:
+        out["local_latency"] = await latency(one, args.tiny)
+
+    started = time.perf_counter()
+    async with Engine(arch=args.arch, cache=False, executor=RayExecutor()) as remote:
+        out["ray_engine_start_s"] = time.perf_counter() - started
+        out["actors"] = remote.statistics().workers
+        await remote.warm_up()
+        out["ray"] = await batches(remote, jobs, args.rounds)
+    async with Engine(arch=args.arch, cache=False, executor=RayExecutor(actors=1)) as single:
+        out["ray_latency"] = await latency(single, args.tiny)
+    out["overhead_per_job"] = out["ray_latency"] - out["local_latency"]
+    out["same_bytes"] = out["local"].pop("binaries") == (ray_bins := out["ray"].pop("binaries"))
+    out["transfer"] = transfer_sizes(jobs, ray_bins, args.arch)
+    out["projected_cores"] = args.cores or cores
+    out["projection"] = projection(out, out["projected_cores"], args.bandwidth)
+    ray.shutdown()
+    return out
+
+
+def report(out: dict[str, Any]) -> str:
+    lines = [
+        f"{out['kernels']} kernels, {out['cores']} cores, {out['actors']} actors; "
+        f"ray.init {out['ray_init_s']:.1f} s, Ray engine start {out['ray_engine_start_s']:.2f} s",
+        f"batch wall   local {out['local']['wall_best']:.2f} s (median "
+        f"{out['local']['wall_median']:.2f})   Ray {out['ray']['wall_best']:.2f} s (median "
+        f"{out['ray']['wall_median']:.2f})   same bytes: {out['same_bytes']}",
+        f"tiny job     local {out['local_latency'] * 1e3:.1f} ms   Ray "
+        f"{out['ray_latency'] * 1e3:.1f} ms   overhead {out['overhead_per_job'] * 1e3:.1f} ms/job",
+        f"driver CPU   {out['ray']['driver_cpu_per_job'] * 1e3:.2f} ms/job (Ray) vs "
+        f"{out['local']['driver_cpu_per_job'] * 1e3:.2f} (local)",
+        f"transfer     sent {out['transfer']['sent_mean'] / 1e3:.1f} kB/job (max "
+        f"{out['transfer']['sent_max'] / 1e3:.1f}), back {out['transfer']['back_mean'] / 1e3:.1f} "
+        f"kB/job (max {out['transfer']['back_max'] / 1e3:.1f})",
+        f"10,000 kernels like these over N nodes of {out['projected_cores']} cores:",
+        "  nodes  compute-bound  driver-bound  network  projected",
+    ]
+    for row in out["projection"]:
+        lines.append(
+            f"  {row['nodes']:5d}  {row['compute_bound_s']:11.1f} s  "
+            f"{row['driver_bound_s']:10.1f} s  {row['network_s']:5.1f} s  "
+            f"{row['projected_s']:7.1f} s"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=None, help="folder of .cu files")
+    parser.add_argument("--arch", default="sm_90a")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tiny", type=int, default=30, help="tiny jobs for the latency")
+    parser.add_argument("--address", default=None, help="a running cluster (default: ray.init)")
+    parser.add_argument("--cores", type=int, default=None, help="cores per node projected")
+    parser.add_argument("--bandwidth", type=float, default=1e9, help="bytes/s, projection")
+    parser.add_argument("--json", type=Path, default=None)
+    arguments = parser.parse_args()
+    measured = anyio.run(main, arguments)
+    print(report(measured))
+    if arguments.json is not None:
+        arguments.json.write_text(json.dumps(measured, indent=2))
