@@ -10,9 +10,11 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from types import SimpleNamespace
+from typing import Any, Literal
 
 import anyio
 import psutil
@@ -30,7 +32,8 @@ from asynccomp import (
 )
 from asynccomp.backends import BackendOptions, NvrtcBackend
 from asynccomp.ray import RayExecutor
-from asynccomp.ray._actor import CompileActor
+from asynccomp.ray._actor import CompileActor, toolkit_identity
+from asynccomp.ray._pool import ActorPool, _Actor
 from asynccomp.server import status
 
 from .kernels import ARCH, needs_nvcc, scale_kernel, slow_kernel
@@ -229,6 +232,25 @@ async def test_closing_leaves_nothing_running_on_the_cluster(cluster: RayCluster
     assert cluster.free_cpus() == 2
 
 
+async def test_an_engine_cancelled_while_its_actors_start_leaves_none(
+    cluster: RayCluster,
+) -> None:
+    # Cancelled as soon as actor processes appear: mostly while the engine waits for
+    # them to start (its thread then kills them), else just after (a normal close).
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+
+            async def cancel_when_actors_appear() -> None:
+                await wait_until(lambda: bool(actor_processes()))
+                scope.cancel()
+
+            tg.start_soon(cancel_when_actors_appear)
+            async with Engine(arch=ARCH, cache=False, executor=RayExecutor()):
+                await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    await wait_until(lambda: not actor_processes() and cluster.free_cpus() == 2, within=20)
+
+
 # -- the cluster's toolkit, and clusters that cannot be used ---------------------------
 
 
@@ -249,6 +271,42 @@ async def test_an_actor_refuses_a_job_keyed_for_another_compiler() -> None:
     assert "refused" in refused.message and "nvrtc 11.8 elsewhere" in refused.message
     accepted = await actor.compile(prepared, actor.identity["nvrtc"])
     assert accepted.status == "ok" and accepted.binary
+
+
+class _Method:
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    def remote(self, *args: object) -> Any:
+        future: Future[object] = Future()
+        if isinstance(self.answer, BaseException):
+            future.set_exception(self.answer)
+        else:
+            future.set_result(self.answer)
+        return SimpleNamespace(future=lambda: future)
+
+
+async def test_an_actor_whose_code_raised_is_given_back_once() -> None:
+    # The pool's bookkeeping alone, on stand-in actor handles (no cluster): an actor
+    # whose code raised goes back to the free list once, not twice (twice, it would be
+    # handed two jobs at once), and its job gets an internal error.
+    ray = pytest.importorskip("ray")
+    raised = ray.exceptions.RayTaskError("compile", "Traceback: boom", ValueError("boom"))
+    toolkit = find_toolkit()
+    pool = ActorPool(
+        address=None,
+        actors=1,
+        retries=0,
+        startup_timeout=1,
+        identity=toolkit_identity(toolkit),
+    )
+    broken = _Actor(SimpleNamespace(compile=_Method(raised)), 1, "here", "node")
+    pool._live.add(broken)
+    pool._free.append(broken)
+    prepared = NvrtcBackend(toolkit).prepare(CompileJob(scale_kernel()), BackendOptions(ARCH))
+    out = await pool.run(prepared)
+    assert out.status == "internal" and "boom" in out.message
+    assert pool._free == [broken]
 
 
 async def test_without_ray_installed_the_error_says_what_to_install(

@@ -107,6 +107,9 @@ class RayExecutor:
             # Abandoned if cancelled: Ray's connect cannot be interrupted, and a thread
             # left behind finishes on its own.
             await anyio.to_thread.run_sync(pool.connect, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            pool.abandon()  # the thread kills what it starts
+            raise
         except ClusterError as exc:
             if not self.fallback:
                 raise

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import math
 import socket
 import threading
 import time
@@ -172,12 +173,17 @@ class ActorPool:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._connected = False
         self._closed = False
+        self._abandoned = False
+        # Replacements wait for their actor in threads: a few at a time, so that losing
+        # a big node does not take every thread anyio lends (cache reads, dumps, ...).
+        self._replacements = anyio.CapacityLimiter(2)
 
     # -- starting --------------------------------------------------------------------------
 
     def connect(self) -> None:
         """Blocking: join the cluster and start the actors. Raises ClusterError when
-        Ray is missing, the cluster cannot be reached or no actor could be used."""
+        Ray is missing, the cluster cannot be reached or no actor could be used. If the
+        engine gave up waiting meanwhile (:meth:`abandon`), what it started is killed."""
         _connect(self.address, min(self.startup_timeout, 10.0))
         self._connected = True
         try:
@@ -185,6 +191,14 @@ class ActorPool:
         except BaseException:
             self.kill_all()
             raise
+        if self._abandoned:
+            self.kill_all()
+
+    def abandon(self) -> None:
+        """The engine stopped waiting for :meth:`connect` (cancelled): the thread still
+        in it kills whatever it starts, and leaves the cluster."""
+        self._abandoned = True
+        self._closed = True
 
     def _start_actors(self) -> None:
         ray = import_ray()
@@ -223,7 +237,7 @@ class ActorPool:
         """Blocking: start ``count`` actors; the ones ready within the startup timeout
         whose toolkit is ours, and why the others are not."""
         ray = import_ray()
-        if self._closed:
+        if self._closed or not ray.is_initialized():  # (a Ray call would start Ray anew)
             return [], []
         handles = [self._remote_class.remote() for _ in range(count)]
         for handle in handles:
@@ -301,7 +315,8 @@ class ActorPool:
                 out = await self._call(actor, prepared, keep=kept_in is not None)
             except _Lost as exc:
                 lost.append(f"{actor.host} pid {actor.pid}: {exc}")
-                self._lose(actor)
+                # Killed too: an actor Ray calls unavailable may still be running.
+                self._lose(actor, kill=True)
                 continue
             self._release(actor)
             if kept_in is not None and out.intermediates:
@@ -314,24 +329,24 @@ class ActorPool:
         return BackendOutput("crashed", None, "", message)
 
     async def _call(self, actor: _Actor, prepared: PreparedCompile, *, keep: bool) -> BackendOutput:
+        """The actor's answer (the caller gives the actor back), or _Lost."""
         ray = import_ray()
-        ref = actor.handle.compile.remote(prepared, self.identity[prepared.backend], keep)
-        limit = None if prepared.timeout is None else prepared.timeout + ANSWER_GRACE
         try:
-            with anyio.fail_after(limit):
+            ref = actor.handle.compile.remote(prepared, self.identity[prepared.backend], keep)
+        except ray.exceptions.RayError as exc:
+            raise _Lost(_first_line(exc)) from exc
+        except Exception as exc:  # e.g. it could not be pickled: this job's failure
+            return BackendOutput("internal", None, "", f"could not send the job to Ray: {exc}")
+        limit = math.inf
+        if prepared.timeout is not None:
+            # NVRTC runs twice when the preamble fast path falls back to the original.
+            runs = 2 if prepared.fallback_source is not None else 1
+            limit = runs * prepared.timeout + ANSWER_GRACE
+        try:
+            with anyio.move_on_after(limit) as waited:
                 out: BackendOutput = await _answer(ref)
                 return out
-        except TimeoutError:  # hung: not retried (it would hang the next actor too)
-            self._lose(actor, kill=True)
-            return BackendOutput(
-                "timeout",
-                None,
-                "",
-                f"the Ray actor on {actor.host} (pid {actor.pid}) did not answer "
-                f"{ANSWER_GRACE:g} s past the timeout; it was killed",
-            )
         except ray.exceptions.RayTaskError as exc:  # the actor's code raised: a bug there
-            self._release(actor)
             return BackendOutput("internal", None, "", f"the Ray actor failed: {exc}")
         except ray.exceptions.RayError as exc:  # ActorDiedError, NodeDiedError, ...
             raise _Lost(_first_line(exc)) from exc
@@ -341,6 +356,16 @@ class ActorPool:
             assert self._task_group is not None
             self._task_group.start_soon(self._settle, actor, ref)
             raise
+        assert waited.cancelled_caught
+        # Hung: killed, and not retried (it would hang the next actor too).
+        self._lose(actor, kill=True)
+        return BackendOutput(
+            "timeout",
+            None,
+            "",
+            f"the Ray actor on {actor.host} (pid {actor.pid}) did not answer "
+            f"{ANSWER_GRACE:g} s past the timeout; it was killed",
+        )
 
     async def _settle(self, actor: _Actor, ref: Any) -> None:
         """Give a cancelled job's actor back once it has stopped (killed if it will not)."""
@@ -358,11 +383,16 @@ class ActorPool:
         self._lose(actor, kill=True)
 
     async def warm_up(self) -> None:
-        """Load NVRTC and the common headers in every free actor."""
+        """Load NVRTC and the common headers in every free actor (taken off the free
+        list meanwhile: an actor runs one thing at a time)."""
         ray = import_ray()
-        actors = list(self._free)
-        with contextlib.suppress(ray.exceptions.RayError):
-            await _answer_all([a.handle.warm_up.remote() for a in actors])
+        actors, self._free = self._free, []
+        try:
+            with contextlib.suppress(ray.exceptions.RayError):
+                await _answer_all([a.handle.warm_up.remote() for a in actors])
+        finally:
+            for actor in actors:
+                self._release(actor)
 
     # -- the free list ---------------------------------------------------------------------
 
@@ -396,7 +426,7 @@ class ActorPool:
         """Start an actor in place of a lost one, where the cluster has room for it."""
         try:
             started, problems = await anyio.to_thread.run_sync(
-                self._start, 1, abandon_on_cancel=True
+                self._start, 1, abandon_on_cancel=True, limiter=self._replacements
             )
         finally:
             self._replacing -= 1
@@ -419,8 +449,10 @@ class ActorPool:
     # -- closing ---------------------------------------------------------------------------
 
     def _kill(self, handle: Any) -> None:
-        with contextlib.suppress(Exception):
-            import_ray().kill(handle, no_restart=True)
+        ray = import_ray()
+        if ray.is_initialized():  # after shutdown, a Ray call would start Ray anew
+            with contextlib.suppress(Exception):
+                ray.kill(handle, no_restart=True)
 
     def kill_all(self) -> None:
         """Blocking: kill every actor this pool made (ready or not), wait until the
@@ -428,6 +460,7 @@ class ActorPool:
         self._closed = True
         handles = list(self._all)
         live = len(self._live)
+        before = _free_cpus() if handles and self._connected else 0.0
         for handle in handles:
             self._kill(handle)
         self._all.clear()
@@ -435,7 +468,7 @@ class ActorPool:
         self._free.clear()
         if handles:
             with contextlib.suppress(Exception):
-                _wait_dead(handles, live)
+                _wait_dead(handles, before + live)
         if self._connected:
             self._connected = False
             _disconnect()
@@ -447,20 +480,25 @@ class ActorPool:
         self._notify()
 
 
-def _wait_dead(handles: list[Any], holding: int) -> None:
-    """Blocking, briefly: until the cluster has ``handles`` dead and shows the CPUs the
-    ``holding`` live ones held as free, so that an engine started next finds them."""
+def _free_cpus() -> float:
+    try:
+        return float(import_ray().available_resources().get("CPU", 0))
+    except Exception:
+        return 0.0
+
+
+def _wait_dead(handles: list[Any], free: float) -> None:
+    """Blocking, briefly: until the cluster has ``handles`` dead and shows ``free`` CPUs
+    (what was free before plus what the live actors held), so that an engine started
+    next finds them. On a shared cluster others may take them first: then it gives up
+    after a second or two."""
     ray = import_ray()
-    deadline = time.monotonic() + KILL_WAIT
-    before = ray.available_resources().get("CPU", 0)
     # A call to a killed actor fails once the cluster has it dead; its process is
     # exiting then.
     calls = [handle.describe.remote() for handle in handles]
     ray.wait(calls, num_returns=len(calls), timeout=KILL_WAIT)
-    # Each node reports its free CPUs a moment later.
-    while ray.available_resources().get("CPU", 0) < before + holding:
-        if time.monotonic() > deadline:
-            return
+    deadline = time.monotonic() + 2.0  # each node reports its free CPUs a moment later
+    while _free_cpus() < free and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
