@@ -300,7 +300,7 @@ async def test_an_actor_whose_code_raised_is_given_back_once() -> None:
         startup_timeout=1,
         identity=toolkit_identity(toolkit),
     )
-    broken = _Actor(SimpleNamespace(compile=_Method(raised)), 1, "here", "node")
+    broken = _Actor(SimpleNamespace(compile=_Method(raised)), 1, "here")
     pool._live.add(broken)
     pool._free.append(broken)
     prepared = NvrtcBackend(toolkit).prepare(CompileJob(scale_kernel()), BackendOptions(ARCH))

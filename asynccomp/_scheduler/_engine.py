@@ -1,19 +1,6 @@
 """The engine: lifecycle and public API over the scheduler (:mod:`._pipeline`).
 
-Example::
-
-    import anyio
-    from asynccomp import CompileJob, Engine
-
-    SOURCE = 'extern "C" __global__ void scale(float* x) { x[threadIdx.x] *= 2.0f; }'
-
-    async def main() -> None:
-        jobs = [CompileJob(SOURCE, name=f"scale{i}") for i in range(8)]
-        async with Engine(arch="sm_90a") as engine:
-            for result in await engine.compile_many(jobs):
-                print(result.job.name, len(result.unwrap()), "bytes of cubin")
-
-    anyio.run(main)
+Users meet it as :class:`asynccomp.Engine`; :mod:`asynccomp.engine` shows it at work.
 """
 
 from __future__ import annotations
@@ -341,12 +328,6 @@ class Engine:
             self._writer = RemoteWriter(self._remote)
         self._runner = Scheduler(
             planner=planner,
-            toolkit=self._toolkit,
-            backends=self._backends,
-            slots=slots,
-            cache=self._cache,
-            dumps=dumps,
-            cost_model=self.cost_model,
             counters=self._counters,
             writer=self._writer,
             shared_slots=shared_slots,

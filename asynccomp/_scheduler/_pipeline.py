@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,20 +29,16 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from ..backends import BackendOutput, CompilerBackend, PreparedCompile
-from ..cache import ResultCache
+from ..backends import BackendOutput, PreparedCompile
 from ..cache._deps import Dependency, include_dirs_of, scan_includes, snapshot
 from ..cache._remote import RemoteWriter
-from ..cost import CostModel
 from ..errors import CompileTimeout
 from ..job import CompileJob
 from ..result import CompileResult
-from ..toolkit import Toolkit
 from ._batch import Batch
 from ._coalesce import Coalescer
 from ._counters import Counters
 from ._dispatch import SlotQueue
-from ._dumps import DumpRegistry
 from ._plan import PlannedJob, Planner
 from ._results import from_output, internal_failure, shared
 
@@ -62,23 +58,20 @@ class Scheduler:
         self,
         *,
         planner: Planner,
-        toolkit: Toolkit,
-        backends: Mapping[str, CompilerBackend],
-        slots: Mapping[str, int],
-        cache: ResultCache | None,
-        dumps: DumpRegistry,
-        cost_model: CostModel,
         counters: Counters,
         writer: RemoteWriter | None = None,
         shared_slots: bool = False,
     ) -> None:
+        # The planner's toolkit, backends, slots, cache, dumps and cost model: one engine
+        # has one of each.
         self.planner = planner
-        self.toolkit = toolkit
-        self.backends = backends
-        self.cache = cache
-        self.dumps = dumps
-        self.cost_model = cost_model
+        toolkit = self.toolkit = planner.toolkit
+        self.backends = planner.backends
+        self.cache = planner.cache
+        self.dumps = planner.dumps
+        self.cost_model = planner.cost_model
         self.counters = counters
+        slots = planner.slots
         if shared_slots:  # one set of slots for every backend (a cluster's actors)
             shared = SlotQueue(max(slots.values()), self._start)
             self.queues = dict.fromkeys(slots, shared)

@@ -6,7 +6,8 @@
 
 A backend renders a :class:`BackendOptions` and a job into a :class:`PreparedCompile`
 (``prepare``), then compiles it (``run``). Where an option is rendered:
-``NvrtcBackend.prepare`` and ``NvccBackend.prepare``, nowhere else.
+``NvrtcBackend.prepare`` and ``NvccBackend.prepare`` (``add_shared_options`` for the
+two both spell alike), nowhere else.
 """
 
 from __future__ import annotations

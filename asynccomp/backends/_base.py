@@ -31,6 +31,7 @@ __all__ = (
     "CompilerBackend",
     "PreparedCompile",
     "Status",
+    "add_shared_options",
     "has_line_info",
     "safe_stem",
 )
@@ -54,6 +55,15 @@ def safe_stem(name: str, limit: int = 60) -> str:
 def has_line_info(options: tuple[str, ...] | list[str]) -> bool:
     """Whether the options already ask for line info (either spelling)."""
     return "-lineinfo" in options or "--generate-line-info" in options
+
+
+def add_shared_options(flags: list[str], options: BackendOptions) -> None:
+    """Append what NVRTC and nvcc spell alike: ``-lineinfo`` and ``--split-compile=N``,
+    each unless the flags already ask for it."""
+    if options.line_info and not has_line_info(flags):
+        flags.append("-lineinfo")
+    if options.split_compile > 0 and not any("split-compile" in f for f in flags):
+        flags.append(f"--split-compile={options.split_compile}")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ cicc/ptxas/fatbinary children it spawned; the folder is removed in every case. A
 of the job's own files (a full disk) is that job's ``internal`` status, never an
 exception that would cost the batch.
 
-Where an nvcc option is rendered: :meth:`NvccBackend.prepare`, here, and nowhere else.
+Where an nvcc option is rendered: :meth:`NvccBackend.prepare`, here (with
+:func:`._base.add_shared_options` for the two NVRTC spells alike), and nowhere else.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ._base import (
     BackendOutput,
     CompilerBackend,
     PreparedCompile,
-    has_line_info,
+    add_shared_options,
     safe_stem,
 )
 
@@ -87,10 +88,7 @@ class NvccBackend(CompilerBackend):
             if output != "ptx":
                 argv.append("--ptxas-options=-v")  # the resource report, always
             argv += job.options
-        if options.line_info and not has_line_info(argv):
-            argv.append("-lineinfo")
-        if options.split_compile > 0 and not any("split-compile" in a for a in argv):
-            argv.append(f"--split-compile={options.split_compile}")
+        add_shared_options(argv, options)
         if options.keep_intermediates:
             # Kept in the job's own temp folder and moved to keep_dir afterwards: a dump
             # folder that cannot be written must not fail the compile.

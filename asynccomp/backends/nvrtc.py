@@ -6,7 +6,8 @@ parallel worker processes (:mod:`._nvrtc_pool`). ``mode="threads"`` compiles in 
 of this process: cuda-bindings releases the GIL inside ``nvrtcCompileProgram``, so only
 NVVM and ptxas of several programs overlap.
 
-Where an NVRTC option is rendered: :meth:`NvrtcBackend.prepare`, here, and nowhere else.
+Where an NVRTC option is rendered: :meth:`NvrtcBackend.prepare`, here (with
+:func:`._base.add_shared_options` for the two nvcc spells alike), and nowhere else.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ._base import (
     BackendOutput,
     CompilerBackend,
     PreparedCompile,
-    has_line_info,
+    add_shared_options,
     safe_stem,
 )
 from ._nvrtc_api import compile_prepared
@@ -94,10 +95,7 @@ class NvrtcBackend(CompilerBackend):
             if output != "ptx":
                 flags.append("--ptxas-options=-v")  # the resource report, always
             flags += job.options
-        if options.line_info and not has_line_info(flags):
-            flags.append("-lineinfo")
-        if options.split_compile > 0 and not any("split-compile" in f for f in flags):
-            flags.append(f"--split-compile={options.split_compile}")
+        add_shared_options(flags, options)
         fast = rewrite_tvm_preamble(job.source) if options.tvm_fast_path else None
         return PreparedCompile(
             backend=self.name,

@@ -12,6 +12,7 @@ cannot be created or written.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -262,10 +263,7 @@ class DiskCache:
         """Remove what sits in an entry's place and is not an entry file (a folder, a
         link, a FIFO), so the next put can write one there."""
         try:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
+            _remove(path)
         except OSError:
             return
         warnings.warn(
@@ -448,13 +446,8 @@ class DiskCache:
                 good += 1
                 continue
             bad.append((path, problem))
-            try:
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink()
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):
+                _remove(path)
         return good, bad
 
     def clear(self) -> int:
@@ -580,3 +573,11 @@ def _check_key(key: str) -> str:
     if not isinstance(key, str) or _KEY_RE.fullmatch(key) is None:
         raise ValueError(f"not a cache key (64 lowercase hex digits): {key!r}")
     return key
+
+
+def _remove(path: Path) -> None:
+    """Remove what is at ``path``: a folder with its contents, or a file or link itself."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()

@@ -62,6 +62,7 @@ __all__ = (
     "CacheStats",
     "ResultCache",
     "compiler_identity",
+    "key_identity",
     "name_reaches_output",
     "renamed_log",
     "with_log",
@@ -127,6 +128,13 @@ def compiler_identity(backend: str, toolkit: Toolkit) -> tuple[str, tuple[Path, 
         return f"nvrtc {version} {toolkit.nvrtc_library}", toolkit.include_dirs
     includes = (toolkit.cuda_root / "include",) if toolkit.cuda_root is not None else ()
     return f"nvcc {toolkit.nvcc_version} {toolkit.nvcc}", includes
+
+
+def key_identity(backend: str, toolkit: Toolkit) -> tuple[str, str]:
+    """What a cache key says of the compiler a backend runs: its identity string and
+    the fingerprint of the headers it reads (both hashed into every key)."""
+    compiler, includes = compiler_identity(backend, toolkit)
+    return compiler, include_identity(includes)
 
 
 @dataclass
@@ -226,8 +234,7 @@ class ResultCache:
     def key(self, prepared: PreparedCompile, toolkit: Toolkit) -> str:
         ident = self._identities.get(prepared.backend)
         if ident is None:
-            compiler, includes = compiler_identity(prepared.backend, toolkit)
-            ident = self._identities[prepared.backend] = (compiler, include_identity(includes))
+            ident = self._identities[prepared.backend] = key_identity(prepared.backend, toolkit)
         named = name_reaches_output(prepared)
         return cache_key(
             source=prepared.source,

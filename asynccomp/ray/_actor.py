@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 
 from ..backends import BackendOutput, NvccBackend, NvrtcBackend, PreparedCompile
-from ..cache import compiler_identity, include_identity
+from ..cache._results import key_identity
 from ..toolkit import Toolkit, find_toolkit
 
 __all__ = ("CompileActor", "toolkit_identity")
@@ -31,8 +31,8 @@ def toolkit_identity(toolkit: Toolkit) -> dict[str, str]:
     the fingerprint of the headers it reads): equal on both sides or no compile."""
     identity = {}
     for backend in ("nvrtc", "nvcc"):
-        compiler, includes = compiler_identity(backend, toolkit)
-        identity[backend] = f"{compiler} | headers {include_identity(includes)}"
+        compiler, headers = key_identity(backend, toolkit)
+        identity[backend] = f"{compiler} | headers {headers}"
     return identity
 
 
@@ -51,13 +51,8 @@ class CompileActor:
         self.nvcc = NvccBackend(self.toolkit)
 
     async def describe(self) -> dict[str, object]:
-        """Who this actor is: its toolkit's identity, process and node."""
-        return {
-            "identity": self.identity,
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "node": _node_id(),
-        }
+        """Who this actor is: its toolkit's identity, process and host."""
+        return {"identity": self.identity, "pid": os.getpid(), "host": socket.gethostname()}
 
     async def warm_up(self) -> None:
         """Load NVRTC and read the common headers once (the first compile's cost)."""
@@ -99,9 +94,3 @@ class CompileActor:
 
 def _read_files(folder: Path) -> tuple[tuple[str, bytes], ...]:
     return tuple((p.name, p.read_bytes()) for p in sorted(folder.iterdir()) if p.is_file())
-
-
-def _node_id() -> str:
-    import ray  # in the actor, where Ray is there by definition
-
-    return str(ray.get_runtime_context().get_node_id())

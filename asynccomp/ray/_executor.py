@@ -73,11 +73,9 @@ class RayExecutor:
     def __post_init__(self) -> None:
         if self.address is not None and (not isinstance(self.address, str) or not self.address):
             raise InvalidJob("address", self.address, "must be a non-empty string or None")
-        for name, value, least in (("actors", self.actors, 1), ("retries", self.retries, 0)):
-            if value is None and name == "actors":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise InvalidJob(name, value, f"must be an int >= {least}")
+        if self.actors is not None:
+            _check_count("actors", self.actors, 1)
+        _check_count("retries", self.retries, 0)
         if not isinstance(self.fallback, bool):
             raise InvalidJob("fallback", self.fallback, "must be True or False")
         timeout = self.startup_timeout
@@ -118,6 +116,11 @@ class RayExecutor:
             )
             return None
         return {name: RayBackend(backend, pool) for name, backend in local.items()}, pool.size
+
+
+def _check_count(name: str, value: object, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidJob(name, value, f"must be an int >= {least}")
 
 
 class RayBackend(CompilerBackend):

@@ -137,7 +137,6 @@ class _Actor:
     handle: Any  # ray.actor.ActorHandle
     pid: int
     host: str
-    node: str
 
 
 class _Lost(Exception):
@@ -268,7 +267,7 @@ class ActorPool:
                 )
                 self._kill(handle)
                 continue
-            actor = _Actor(handle, int(found["pid"]), str(found["host"]), str(found["node"]))
+            actor = _Actor(handle, int(found["pid"]), str(found["host"]))
             self._all[handle] = actor
             started.append(actor)
         if self.closed:  # the pool closed meanwhile (a replacement's thread outlives it)
@@ -291,11 +290,6 @@ class ActorPool:
     def size_alive(self) -> int:
         """Actors alive now."""
         return len(self._live)
-
-    @property
-    def actors(self) -> list[tuple[int, str, str]]:
-        """(pid, host, node id) of each live actor."""
-        return sorted((a.pid, a.host, a.node) for a in self._live)
 
     # -- jobs ------------------------------------------------------------------------------
 
