@@ -18,6 +18,7 @@ True
 from __future__ import annotations
 
 from ._version import __version__ as __version__
+from .config import EngineConfig
 from .engine import Engine, EngineState, EngineStatistics
 from .errors import (
     ArchitectureNotFound,
@@ -60,6 +61,7 @@ __all__ = (
     "EmptyOutput",
     "Engine",
     "EngineClosed",
+    "EngineConfig",
     "EngineState",
     "EngineStatistics",
     "InternalError",

@@ -6,4 +6,7 @@ import sys
 
 from .cli import main
 
-sys.exit(main())
+# Guarded: anything that imports this module (multiprocessing's spawn re-imports a
+# program's __main__) must not start a second copy of the command.
+if __name__ == "__main__":
+    sys.exit(main())

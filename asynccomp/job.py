@@ -17,7 +17,18 @@ from typing import Literal, get_args
 
 from .errors import InvalidJob
 
-__all__ = ("Backend", "CompileJob", "OutputFormat", "nvrtc_arch", "parse_arch")
+__all__ = (
+    "MAX_SOURCE_CHARS",
+    "Backend",
+    "CompileJob",
+    "OutputFormat",
+    "nvrtc_arch",
+    "parse_arch",
+)
+
+#: The longest source a job takes (256 Mi characters), in every engine and on every
+#: door (a compile server's messages are sized from it). No compiler gets far with more.
+MAX_SOURCE_CHARS = 256 * 2**20
 
 Backend = Literal["nvrtc", "nvcc"]
 OutputFormat = Literal["cubin", "fatbin", "ptx"]
@@ -135,6 +146,12 @@ class CompileJob:
             raise InvalidJob("source", source, "must be str (decode the bytes first)")
         if not isinstance(source, str):
             raise InvalidJob("source", self.source, "must be a str of CUDA C++ source")
+        if len(self.source) > MAX_SOURCE_CHARS:
+            raise InvalidJob(
+                "source",
+                self.source[:60],
+                f"is over {MAX_SOURCE_CHARS} characters ({len(self.source)})",
+            )
         if not self.source.strip():
             raise InvalidJob("source", self.source, "is empty")
         if "\x00" in self.source:

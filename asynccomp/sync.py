@@ -28,7 +28,7 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -36,6 +36,10 @@ from .engine import CompletedResults, Engine, EngineState, EngineStatistics
 from .errors import EngineClosed
 from .job import CompileJob
 from .result import CompileResult
+from .toolkit import Toolkit
+
+if TYPE_CHECKING:
+    from .cache import ResultCache
 
 __all__ = ("SyncEngine", "SyncResults")
 
@@ -76,7 +80,12 @@ class SyncEngine:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        # The engine sees the block's exception, as an ``async with`` would: it cancels
+        # what is left (prefetched compiles too) instead of waiting for it.
+        self._check_process()
+        stack, self._stack, self._portal = self._stack, None, None
+        if stack is not None:
+            stack.__exit__(exc_type, exc, tb)
 
     def _check_process(self) -> None:
         if self._pid is not None and self._pid != os.getpid():
@@ -172,6 +181,35 @@ class SyncEngine:
     def statistics(self) -> EngineStatistics:
         """An immutable snapshot of the engine's counters."""
         return self._call(self.engine.statistics)
+
+    def running(self) -> list[tuple[CompileJob, float]]:
+        """The jobs compiling now, with how long each has run (seconds), longest first."""
+        return self._call(self.engine.running)
+
+    def estimate(self, job: CompileJob) -> float:
+        """The cost model's estimate of ``job``'s compile, in seconds."""
+        return self._call(self.engine.estimate, job)
+
+    @property
+    def toolkit(self) -> Toolkit:
+        """The toolkit the engine compiles with (known once started)."""
+        return self.engine.toolkit
+
+    @property
+    def cache(self) -> ResultCache | None:
+        """The engine's result cache (``None`` when off, or on a compile server)."""
+        return self.engine.cache
+
+    @property
+    def compiler_versions(self) -> dict[str, str | None]:
+        """The versions of the compilers the engine uses."""
+        return self.engine.compiler_versions
+
+    @property
+    def where(self) -> str:
+        """Where the compiles run (``"in process"``, ``"on the compile server (pid
+        N)"``, ``"on Ray at ADDRESS"``)."""
+        return self.engine.where
 
 
 class SyncResults:

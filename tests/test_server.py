@@ -32,11 +32,17 @@ from asynccomp import (
 )
 from asynccomp import server as server_api
 from asynccomp.server import private_folder, server_paths
-from asynccomp.server._wire import encode_frame
+from asynccomp.server._protocol import PROTOCOL
+from asynccomp.server._wire import encode
 
 from .kernels import ARCH, broken_kernel, scale_kernel, slow_kernel
 from .processes import wait_until
 from .servers import new_server_dir, running_server, server_pid, stop_servers_in, wait_gone
+
+
+def frames(fields: dict[str, object], blobs: list[bytes] | None = None) -> bytes:
+    """One message's frames, as bytes to send."""
+    return b"".join(encode(fields, blobs or []))
 
 
 @pytest.fixture
@@ -272,7 +278,7 @@ def test_another_user_is_refused_by_the_server(server_dir: Path) -> None:
                 with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                     sock.settimeout(30)
                     sock.connect(str(paths.socket))
-                    sock.sendall(encode_frame({"type": "hello", "protocol": 1, "version": "x"}))
+                    sock.sendall(frames({"type": "hello", "protocol": PROTOCOL, "version": "x"}))
                     answer = b""
                     while chunk := sock.recv(65536):  # until the server closes
                         answer += chunk
@@ -321,17 +327,22 @@ def test_random_bytes_cannot_take_the_server_down(server_dir: Path) -> None:
                 elif kind == 2:  # a huge length
                     payload = struct.pack(">I", rng.randint(2**29 + 1, 2**32 - 1))
                 else:  # a hello, then a frame of JSON with the wrong shapes
-                    hello = encode_frame({"type": "hello", "protocol": 1, "version": "0.1.0"})
+                    hello = frames(
+                        {"type": "hello", "protocol": PROTOCOL, "version": "0.1.0", "pid": 1}
+                    )
                     junk: dict[str, object] = rng.choice(
                         [
-                            {"type": "submit", "batch": "x"},
-                            {"type": "submit", "batch": 1, "jobs": [{"name": 3}]},
-                            {"type": "submit", "batch": 1, "jobs": [1, 2]},
+                            {"type": "compile", "id": "x"},
+                            {"type": "compile", "id": 1, "want": True},
+                            {"type": "jobs", "id": 1, "jobs": [{"index": 3}]},
+                            {"type": "jobs", "id": 1, "jobs": [1, 2]},
+                            {"type": "end", "id": 7},
                             {"type": "cancel"},
                             {"type": "nonsense"},
+                            {"type": "welcome"},
                         ]
                     )
-                    payload = hello + encode_frame(junk, [b"x"] * rng.randint(0, 2))
+                    payload = hello + frames(junk, [b"x"] * rng.randint(0, 2))
                 try:
                     sock.sendall(payload)
                     sock.shutdown(socket.SHUT_WR)

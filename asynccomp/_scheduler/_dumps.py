@@ -51,23 +51,13 @@ class DumpRegistry:
         """Blocking: the root ``job`` dumps into (its own wins over the engine's)."""
         return self._root(job.dump_root or self.engine_root or default_dump_root())
 
-    async def start(
-        self, job: CompileJob, prepared: PreparedCompile, warnings: list[str]
-    ) -> Path | None:
-        """The job's new folder, with its source and command written (so a hang still
-        leaves a reproduction); ``None``, and a warning, when that fails."""
-
-        def start() -> Path:
-            root = self.root_of(job)
-            folder = root.make_job_folder(job, prepared)
-            root.write_inputs(folder, prepared)
-            return folder
-
-        try:
-            return await anyio.to_thread.run_sync(start)
-        except OSError as exc:  # DumpDirError is one too
-            warnings.append(f"dump not written: {exc}")
-            return None
+    def open_folder(self, job: CompileJob, prepared: PreparedCompile) -> Path:
+        """Blocking: the job's new folder, with its source and command written (so a
+        compile that hangs still leaves a reproduction). Raises ``OSError``."""
+        root = self.root_of(job)
+        folder = root.make_job_folder(job, prepared)
+        root.write_inputs(folder, prepared)
+        return folder
 
     async def finish(
         self,
@@ -90,18 +80,3 @@ class DumpRegistry:
                 result, warnings=(*result.warnings, f"dump not completed in {folder}: {exc}")
             )
         return result
-
-    async def dump(
-        self,
-        prepared: PreparedCompile,
-        result: CompileResult,
-        versions: dict[str, str | None],
-    ) -> CompileResult:
-        """Both steps at once, for a result that needed no compile (a cache hit, a
-        result shared from an identical job's compile)."""
-        warnings: list[str] = []
-        folder = await self.start(result.job, prepared, warnings)
-        if warnings:
-            return replace(result, warnings=(*result.warnings, *warnings))
-        assert folder is not None
-        return await self.finish(folder, prepared, result, versions)

@@ -1,86 +1,135 @@
-"""The way of a job through the engine: plan -> cache -> coalesce -> queue -> compile.
+"""The scheduler: where a rendered compile goes, cache -> coalesce -> queue -> compile.
 
-:meth:`Scheduler.run` takes a batch through it:
+:class:`Scheduler` is the :class:`~asynccomp.runner.Runner` of an engine that compiles
+in this process (its backends: NVRTC workers, nvcc subprocesses, or Ray actors), and
+of the compile server, which runs one for every client of the machine. For each call
+(:meth:`Scheduler.run`), chunk by chunk as the requests arrive:
 
-1. The whole batch is outlined (:mod:`._plan`): architectures, estimates, queue order.
-2. Chunk by chunk, longest jobs first, jobs are rendered and looked up: in the memory
-   tier at once, in the disk tier with one thread call per chunk. Hits are delivered.
-3. A miss whose key is already being compiled follows that compile (:mod:`._coalesce`);
+1. Each request gets its cache key and its place in the queue: ``(call number,
+   -estimate, sequence)``, so calls are served in the order they came and the longest
+   compiles of a call start first.
+2. The cache is asked: the memory tier at once, the disk tier with one thread call per
+   chunk, then the remote tier. Hits end there.
+3. A miss whose key is being compiled already follows that compile (:mod:`._coalesce`);
    otherwise it is queued for a slot of its backend (:mod:`._dispatch`).
-4. When a slot frees, the queue starts the job's compile as a task of its batch's task
-   group: dump folder, compile, result, memory tier, delivery to the job and to its
-   followers, then the disk tier.
+4. When a slot frees, the queue starts the compile as a task of its call's task group;
+   its output goes to the cache and to the requests that waited for it.
 
-Only compiles that hold a slot have a task; a queued job or a follower is a small entry.
-Every exception a job can cause ends as that job's result (a ``CompileError``), never
-as an exception that would cost the other jobs of the batch theirs.
+Only compiles that hold a slot have a task; a queued request or a follower is a small
+entry. Every exception a request can cause ends as that request's outcome (status
+``internal``), never as an exception that would cost the call its other requests.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import AsyncIterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
-from ..backends import BackendOutput, PreparedCompile
+from ..backends import BackendOutput, CompilerBackend, PreparedCompile
+from ..cache import ResultCache
 from ..cache._deps import Dependency, include_dirs_of, scan_includes, snapshot
 from ..cache._remote import RemoteWriter
-from ..errors import CompileTimeout
-from ..job import CompileJob
-from ..result import CompileResult
-from ._batch import Batch
+from ..runner import Answer, CompileRequest, Outcome, RunEvents, Runner
+from ..toolkit import Toolkit
 from ._coalesce import Coalescer
-from ._counters import Counters
-from ._dispatch import SlotQueue
-from ._plan import PlannedJob, Planner
-from ._results import from_output, internal_failure, shared
+from ._dispatch import Entry, SlotQueue
 
 __all__ = ("CHUNK", "Scheduler")
 
 logger = logging.getLogger("asynccomp")
 
-#: Jobs rendered and looked up per step: small enough that a step never holds the event
-#: loop for long, large enough that a disk lookup's thread hop is shared.
+#: Requests looked up per step: small enough that a step never holds the event loop for
+#: long, large enough that a disk lookup's thread hop is shared.
 CHUNK = 64
 
 
-class Scheduler:
-    """The shared state of one engine's jobs: queues, in-flight compiles, counters."""
+class _Call:
+    """One :meth:`Scheduler.run`: its requests' events, and what it has waiting."""
+
+    def __init__(self, events: RunEvents, number: int) -> None:
+        self.events = events
+        self.number = float(number)
+        self.task_group: anyio.abc.TaskGroup | None = None
+        self.pending = 0
+        self.all_submitted = False
+        self.finished = anyio.Event()
+        # What this call has waiting, withdrawn if it is cancelled: its queue entries,
+        # and its requests that wait for another request's compile.
+        self.queued: dict[int, Entry[_Item]] = {}
+        self.following: dict[int, _Item] = {}
+
+    def end(self, index: int, outcome: Outcome) -> None:
+        self.pending -= 1
+        self.events.finished(index, outcome)
+        self._check()
+
+    def _check(self) -> None:
+        if self.all_submitted and self.pending == 0:
+            self.finished.set()
+
+
+@dataclass(eq=False, slots=True)
+class _Item:
+    """A request inside the scheduler."""
+
+    call: _Call
+    request: CompileRequest
+    key: str | None  # None when there is no cache (nothing to share or keep)
+    priority: tuple[float, float, float]
+    submitted: float = field(default_factory=time.monotonic)
+
+    @property
+    def prepared(self) -> PreparedCompile:
+        return self.request.prepared
+
+    @property
+    def index(self) -> int:
+        return self.request.index
+
+
+class Scheduler(Runner):
+    """Compiles on ``backends`` (by name), ``slots[name]`` at once each (one set of slots
+    for all of them with ``shared_slots``: a cluster's actors run either compiler),
+    answering from ``cache`` when it can."""
 
     def __init__(
         self,
         *,
-        planner: Planner,
-        counters: Counters,
+        toolkit: Toolkit,
+        backends: Mapping[str, CompilerBackend],
+        slots: Mapping[str, int],
+        cache: ResultCache | None,
         writer: RemoteWriter | None = None,
         shared_slots: bool = False,
+        where: str = "in process",
     ) -> None:
-        # The planner's toolkit, backends, slots, cache, dumps and cost model: one engine
-        # has one of each.
-        self.planner = planner
-        toolkit = self.toolkit = planner.toolkit
-        self.backends = planner.backends
-        self.cache = planner.cache
-        self.dumps = planner.dumps
-        self.cost_model = planner.cost_model
-        self.counters = counters
-        slots = planner.slots
-        if shared_slots:  # one set of slots for every backend (a cluster's actors)
+        self.toolkit = toolkit
+        self.backends = backends
+        self.cache = cache
+        self.writer = writer
+        self.where = where
+        self._slots = dict(slots)
+        if shared_slots:
             shared = SlotQueue(max(slots.values()), self._start)
             self.queues = dict.fromkeys(slots, shared)
         else:
             self.queues = {name: SlotQueue(total, self._start) for name, total in slots.items()}
-        self.coalescer: Coalescer[PlannedJob] = Coalescer()
-        self.writer = writer
-        #: The compiles running now, with when each started (time.monotonic()).
-        self.running: dict[int, tuple[PlannedJob, float]] = {}
+        self.coalescer: Coalescer[_Item] = Coalescer()
+        self._calls = itertools.count()
+        self._sequence = itertools.count()
+        self._warming: anyio.Event | None = None
+        #: Compiles running now.
+        self.running = 0
         # What the toolkit's include fingerprint covers: headers under these are not
         # dependencies of a compile's cache entry.
         roots = [*toolkit.include_dirs]
@@ -88,61 +137,99 @@ class Scheduler:
             roots.append(toolkit.cuda_root)
         self._toolkit_roots = sorted({os.path.realpath(r) for r in roots})
 
-    def running_jobs(self) -> list[tuple[CompileJob, float]]:
-        """The jobs compiling now and how long each has run, longest first."""
-        now = time.monotonic()
-        jobs = [(p.job, now - started) for p, started in self.running.values()]
-        return sorted(jobs, key=lambda item: -item[1])
+    # -- the Runner interface ----------------------------------------------------------------
+
+    def slots(self) -> Mapping[str, int]:
+        return self._slots
+
+    def workers(self) -> int:
+        return sum(backend.worker_count() for backend in self.backends.values())
 
     @property
     def waiting(self) -> int:
-        """Jobs queued for a slot now."""
+        """Requests queued for a slot now."""
         return sum(queue.waiting for queue in set(self.queues.values()))
 
-    # -- a batch -------------------------------------------------------------------------
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        for backend in {id(b): b for b in self.backends.values()}.values():
+            await backend.start(task_group)
+        if self.writer is not None:
+            task_group.start_soon(self.writer.run)
 
-    async def run(self, batch: Batch, jobs: Sequence[CompileJob]) -> None:
-        """Take ``batch`` (made for ``jobs``) to its end; its results go to its sink.
-        Cancelled, it withdraws what it has queued and cancels its compiles."""
+    async def warm_up(self) -> None:
+        """Warm the NVRTC backend; calls made while a warm-up runs wait for that one."""
+        warming = self._warming
+        if warming is not None:
+            await warming.wait()
+            return
+        self._warming = warming = anyio.Event()
+        try:
+            await self.backends["nvrtc"].warm_up()
+        finally:
+            self._warming = None
+            warming.set()
+
+    async def aclose(self) -> None:
+        for backend in {id(b): b for b in self.backends.values()}.values():
+            await backend.aclose()
+        if self.writer is not None:
+            await self.writer.aclose()  # what is queued, for a few seconds
+        if self.cache is not None:
+            if self.cache.remote is not None:
+                await self.cache.remote.aclose()
+            await anyio.to_thread.run_sync(self.cache.save_stats)
+
+    async def run(
+        self,
+        requests: AsyncIterable[Sequence[CompileRequest]],
+        events: RunEvents,
+        *,
+        want: bool = True,
+    ) -> None:
+        call = _Call(events, next(self._calls))
         async with anyio.create_task_group() as tg:
-            batch.task_group = tg
+            call.task_group = tg
             try:
-                await self._submit(batch, jobs)
-                await batch.finished.wait()
+                async for chunk in requests:
+                    await self._submit(call, chunk)
+                call.all_submitted = True
+                call._check()
+                await call.finished.wait()
             finally:
-                self._withdraw(batch)
+                self._withdraw(call)
 
-    async def _submit(self, batch: Batch, jobs: Sequence[CompileJob]) -> None:
-        outlines, failed = self.planner.outline(jobs)
-        self.counters.submitted += len(jobs)
-        for index, result in failed:
-            self._deliver(batch, index, result)
-        for start in range(0, len(outlines), CHUNK):
+    # -- a call ------------------------------------------------------------------------------
+
+    async def _submit(self, call: _Call, requests: Sequence[CompileRequest]) -> None:
+        call.pending += len(requests)
+        for start in range(0, len(requests), CHUNK):
             # Between chunks other tasks run, and a cancelled caller stops here.
             await anyio.lowlevel.checkpoint()
-            planned: list[PlannedJob] = []
-            for outline in outlines[start : start + CHUNK]:
-                job = jobs[outline.index]
+            items = []
+            for request in requests[start : start + CHUNK]:
                 try:
-                    plan = self.planner.plan(batch, job, outline)
-                except Exception as exc:  # a bug: that job's result, not the batch's
-                    logger.exception("asynccomp: planning job %r failed", job.name)
-                    plan = internal_failure(job, None, exc)
-                if isinstance(plan, CompileResult):
-                    self._deliver(batch, outline.index, plan)
-                else:
-                    planned.append(plan)
-            await self._look_up(planned)
+                    key = (
+                        None
+                        if self.cache is None
+                        else self.cache.key(request.prepared, self.toolkit)
+                    )
+                except Exception as exc:  # a bug: that request's outcome, not the call's
+                    logger.exception("asynccomp: keying %r failed", request.prepared.filename)
+                    call.end(request.index, _internal(request.prepared, exc, "none"))
+                    continue
+                priority = (call.number, -request.estimate, float(next(self._sequence)))
+                items.append(_Item(call, request, key, priority))
+            await self._look_up(items)
 
-    async def _look_up(self, planned: list[PlannedJob]) -> None:
-        """Deliver the cache hits among ``planned``; queue (or coalesce) the misses."""
+    async def _look_up(self, items: list[_Item]) -> None:
+        """End the cache hits among ``items``; queue (or coalesce) the misses."""
         cache = self.cache
         if cache is None:
-            for p in planned:
-                self._enqueue(p)
+            for item in items:
+                self._enqueue(item)
             return
-        keys = [p.key for p in planned if p.key is not None]
-        assert len(keys) == len(planned)
+        keys = [item.key for item in items if item.key is not None]
+        assert len(keys) == len(items)
         in_memory = [cache.from_memory(key) for key in keys]
         # Memory hits without dependencies are answered here; disk reads and dependency
         # checks block, and go to a thread in one hop for the chunk.
@@ -168,94 +255,76 @@ class Scheduler:
             for i, entry in zip(missing, remote, strict=True):
                 entries[i] = entry
         cache.stats.add(misses=sum(entry is None for entry in entries))
-        for p, entry in zip(planned, entries, strict=True):
+        for item, entry in zip(items, entries, strict=True):
             if entry is None:
-                self._enqueue(p)
-        for p, entry in zip(planned, entries, strict=True):
-            if entry is None:
-                continue
-            result = replace(
-                cache.result(entry, p.job, p.prepared), queued=time.monotonic() - p.submitted
-            )
-            self.counters.cache_hits += 1
-            if p.dumps:
-                result = await self.dumps.dump(p.prepared, result, self._versions())
-            self._deliver(p.batch, p.index, result)
+                self._enqueue(item)
+        for item, entry in zip(items, entries, strict=True):
+            if entry is not None:
+                output, filename = cache.output(entry)
+                item.call.end(item.index, Outcome(output, "cache", 0.0, filename))
 
-    def _enqueue(self, p: PlannedJob) -> None:
+    def _enqueue(self, item: _Item) -> None:
         """Follow an identical compile under way, or queue for a slot."""
-        if p.key is not None and self.coalescer.follow_or_lead(p.key, p):
-            p.batch.following[p.index] = p
+        if item.key is not None and self.coalescer.follow_or_lead(item.key, item):
+            item.call.following[item.index] = item
             return
-        entry = self.queues[p.backend].submit(p.priority, p)
+        entry = self.queues[item.prepared.backend].submit(item.priority, item)
         if entry.live:  # not started at once
-            p.batch.queued[p.index] = entry
+            item.call.queued[item.index] = entry
 
-    def _withdraw(self, batch: Batch) -> None:
-        """The batch is over (done or cancelled): nothing of it may start any more."""
-        for p in batch.following.values():
-            assert p.key is not None
-            self.coalescer.leave(p.key, p)
-        batch.following.clear()
-        entries = list(batch.queued.values())
-        batch.queued.clear()
+    def _withdraw(self, call: _Call) -> None:
+        """The call is over (done or cancelled): nothing of it may start any more."""
+        for item in call.following.values():
+            assert item.key is not None
+            self.coalescer.leave(item.key, item)
+        call.following.clear()
+        entries = list(call.queued.values())
+        call.queued.clear()
         for entry in entries:
-            self.queues[entry.item.backend].withdraw(entry)
-            # It was queued as a leader: followers from other batches need a new one.
+            self.queues[entry.item.prepared.backend].withdraw(entry)
+            # It was queued as a leader: followers from other calls need a new one.
             self._hand_on(entry.item)
 
-    # -- one compile ---------------------------------------------------------------------
+    # -- one compile -------------------------------------------------------------------------
 
-    def _start(self, p: PlannedJob) -> None:
-        """A slot is free for ``p`` (called by its queue)."""
-        p.batch.queued.pop(p.index, None)
-        assert p.batch.task_group is not None
-        p.batch.task_group.start_soon(self._compile, p)
+    def _start(self, item: _Item) -> None:
+        """A slot is free for ``item`` (called by its queue)."""
+        item.call.queued.pop(item.index, None)
+        assert item.call.task_group is not None
+        item.call.task_group.start_soon(self._compile, item)
 
-    async def _compile(self, p: PlannedJob) -> None:
-        done: tuple[CompileResult, list[Dependency] | None] | None = None
+    async def _compile(self, item: _Item) -> None:
+        done: tuple[Outcome, list[Dependency] | None] | None = None
         try:
-            done = await self._compile_one(p)
-        except Exception as exc:  # a bug or an OS error of ours: this job's result only
-            logger.exception("asynccomp: job %r failed inside asynccomp", p.job.name)
-            done = internal_failure(p.job, p.prepared, exc), None
+            done = await self._compile_one(item)
+        except Exception as exc:  # a bug or an OS error of ours: this request's outcome only
+            logger.exception("asynccomp: %r failed inside asynccomp", item.prepared.filename)
+            done = _internal(item.prepared, exc, "compiled"), None
         finally:
-            self.queues[p.backend].release()
+            self.queues[item.prepared.backend].release()
             if done is None:  # cancelled
-                self._hand_on(p)
-        await self._complete(p, *done)
+                self._hand_on(item)
+        await self._complete(item, *done)
 
-    async def _compile_one(self, p: PlannedJob) -> tuple[CompileResult, list[Dependency] | None]:
-        """The job's result, and the files it read outside the toolkit (``None`` when
-        they cannot be known for sure: the result is then not cached)."""
-        job, prepared = p.job, p.prepared
-        warnings: list[str] = []
-        folder = await self.dumps.start(job, prepared, warnings) if p.dumps else None
-        if folder is not None and prepared.backend == "nvcc":
-            prepared = replace(prepared, keep_dir=str(folder))
-        counters = self.counters
-        counters.compiled += 1
-        counters.running += 1
+    async def _compile_one(self, item: _Item) -> tuple[Outcome, list[Dependency] | None]:
+        """The request's outcome, and the files the compile read outside the toolkit
+        (``None`` when they cannot be known for sure: the output is then not cached)."""
+        prepared = item.prepared
+        item.call.events.started(item.index)
+        self.running += 1
         started = time.monotonic()
         started_ns = time.time_ns()
-        self.running[id(p)] = (p, started)
         try:
             out = await self.backends[prepared.backend].run(prepared)
         finally:
-            counters.running -= 1
-            del self.running[id(p)]
+            self.running -= 1
         elapsed = time.monotonic() - started
-        if out.status in ("ok", "failed"):  # timeouts and crashes say nothing of cost
-            self.cost_model.observe(job.backend, (prepared.arch, *job.options), job.source, elapsed)
-        result = from_output(job, prepared, out, elapsed=elapsed, queued=started - p.submitted)
-        if warnings:
-            result = replace(result, warnings=(*warnings, *result.warnings))
         deps: list[Dependency] | None = None
         if self.cache is not None and out.status in ("ok", "failed"):
             deps = await anyio.to_thread.run_sync(self._dependencies, prepared, out, started_ns)
-        if folder is not None:
-            result = await self.dumps.finish(folder, prepared, result, self._versions())
-        return result, deps
+        return Outcome(
+            replace(out, dependencies=None), "compiled", elapsed, prepared.filename
+        ), deps
 
     def _dependencies(
         self, prepared: PreparedCompile, out: BackendOutput, started_ns: int
@@ -274,65 +343,42 @@ class Scheduler:
         return snapshot(found, absent, not_before_ns=started_ns)
 
     async def _complete(
-        self, leader: PlannedJob, result: CompileResult, deps: list[Dependency] | None
+        self, leader: _Item, outcome: Outcome, deps: list[Dependency] | None
     ) -> None:
-        """Deliver ``result`` to its job and to the jobs that waited for it; cache it."""
+        """End ``leader`` and the requests that waited for its compile; cache the output."""
         cache, key = self.cache, leader.key
         entry = None
         if cache is not None and key is not None and deps is not None:
-            entry = cache.remember(key, result, leader.prepared, deps)
+            entry = cache.remember(key, leader.prepared, outcome.output, outcome.elapsed, deps)
         followers = self.coalescer.finish(key, leader) if key is not None else []
-        self._deliver(leader.batch, leader.index, result)
-        now = time.monotonic()
+        leader.call.end(leader.index, outcome)
+        shared = replace(outcome, answer="shared")
         for f in followers:
-            del f.batch.following[f.index]
-            if not _answers(result, f.job):
+            del f.call.following[f.index]
+            if not _answers(outcome, leader.prepared, f.prepared):
                 self._enqueue(f)  # e.g. it allows more time than the compile that timed out
-                continue
-            mine = shared(result, f.job, f.prepared, leader.prepared, queued=now - f.submitted)
-            self.counters.deduplicated += 1
-            if f.dumps:
-                assert f.batch.task_group is not None
-                f.batch.task_group.start_soon(self._dump_and_deliver, f, mine)
             else:
-                self._deliver(f.batch, f.index, mine)
+                f.call.end(f.index, shared)
         if entry is not None and cache is not None:
             assert key is not None
             if self.writer is not None:
-                self.writer.submit(key, entry)  # the remote tier, off this job's path
+                self.writer.submit(key, entry)  # the remote tier, off this request's path
             if cache.disk is not None:
                 await anyio.to_thread.run_sync(cache.write, key, entry)
 
-    async def _dump_and_deliver(self, p: PlannedJob, result: CompileResult) -> None:
-        try:
-            result = await self.dumps.dump(p.prepared, result, self._versions())
-        finally:
-            self._deliver(p.batch, p.index, result)
-
-    def _hand_on(self, leader: PlannedJob) -> None:
+    def _hand_on(self, leader: _Item) -> None:
         """``leader`` will not compile after all: its followers queue again (the first
         becomes the new leader, the others follow it)."""
         if leader.key is None:
             return
         for f in self.coalescer.finish(leader.key, leader):
-            del f.batch.following[f.index]
+            del f.call.following[f.index]
             self._enqueue(f)
 
-    # -- results -------------------------------------------------------------------------
 
-    def _deliver(self, batch: Batch, index: int, result: CompileResult) -> None:
-        counters = self.counters
-        counters.completed += 1
-        if result.ok:
-            counters.succeeded += 1
-        else:
-            counters.failed += 1
-            if isinstance(result.error, CompileTimeout):
-                counters.timed_out += 1
-        batch.deliver(index, result)
-
-    def _versions(self) -> dict[str, str | None]:
-        return self.toolkit.compiler_versions
+def _internal(prepared: PreparedCompile, exc: BaseException, answer: Answer) -> Outcome:
+    out = BackendOutput("internal", None, "", f"asynccomp failed: {exc!r}", cause=exc)
+    return Outcome(out, answer, 0.0, prepared.filename)
 
 
 def _under(path: str, roots: Sequence[str]) -> bool:
@@ -340,10 +386,9 @@ def _under(path: str, roots: Sequence[str]) -> bool:
     return any(real == root or real.startswith(root + os.sep) for root in roots)
 
 
-def _answers(result: CompileResult, job: CompileJob) -> bool:
-    """Whether another job's compile answers ``job`` too: always, but for a timeout
-    that ``job``, allowed more time, might not have run into."""
-    error = result.error
-    if not isinstance(error, CompileTimeout):
+def _answers(outcome: Outcome, compiled: PreparedCompile, prepared: PreparedCompile) -> bool:
+    """Whether the compile of ``compiled`` answers ``prepared`` too: always, but for a
+    timeout that ``prepared``, allowed more time, might not have run into."""
+    if outcome.output.status != "timeout" or compiled.timeout is None:
         return True
-    return job.timeout is not None and job.timeout <= error.timeout
+    return prepared.timeout is not None and prepared.timeout <= compiled.timeout

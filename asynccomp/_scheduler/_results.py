@@ -1,32 +1,46 @@
-"""Building :class:`~asynccomp.CompileResult` s: from a backend's output, for a job that
-could not run, for a job answered by another job's compile."""
+"""Building :class:`~asynccomp.CompileResult` s, the one place they are made: from a
+runner's :class:`~asynccomp.runner.Outcome` (whatever the runner: this process, the
+compile server, a Ray cluster), or for a job that could not be run at all."""
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
-from ..backends import BackendOutput, PreparedCompile
-from ..cache._results import renamed_log
+from ..backends import PreparedCompile
 from ..errors import (
     CompileError,
     CompileTimeout,
     EmptyOutput,
     InternalError,
+    ServerLost,
     WorkerCrashed,
 )
 from ..job import CompileJob
-from ..ptxas import parse_resource_report
+from ..ptxas import KernelResources, parse_resource_report
 from ..result import CompileResult
+from ..runner import Outcome
 
-__all__ = ("failure", "from_output", "internal_failure", "shared")
+__all__ = (
+    "failure",
+    "from_outcome",
+    "internal_failure",
+    "renamed_log",
+    "resources_of",
+    "with_warnings",
+)
 
-# The error each failed backend status becomes (timeouts are built apart: they carry
-# the job's timeout).
+# The error each failed status becomes (timeouts are built apart: they carry the job's
+# timeout).
 _FAILURE_TYPES: dict[str, type[CompileError]] = {
     "failed": CompileError,
     "empty": EmptyOutput,
     "crashed": WorkerCrashed,
     "internal": InternalError,
+    "lost": ServerLost,
 }
 
 
@@ -58,67 +72,60 @@ def internal_failure(
     )
 
 
-def from_output(
-    job: CompileJob,
-    prepared: PreparedCompile,
-    out: BackendOutput,
-    *,
-    elapsed: float,
-    queued: float,
+def renamed_log(log: str, old: str, new: str) -> str:
+    """A log's diagnostics, ``old.cu(3): warning ...``, as the compile of ``new`` would
+    have written them."""
+    if not log or old == new or not old:
+        return log
+    return re.sub(rf"(?m)^{re.escape(old)}(?=[(:])", lambda _: new, log)
+
+
+@functools.lru_cache(maxsize=4096)
+def resources_of(log: str) -> Mapping[str, KernelResources]:
+    """The ptxas report in ``log``, per kernel. Cached: a cache hit hands back the log
+    object its entry holds, whose hash Python keeps, so the report of a hot entry is
+    parsed once, not on every hit (it was half a hit's cost)."""
+    return MappingProxyType(parse_resource_report(log)) if log else MappingProxyType({})
+
+
+def from_outcome(
+    job: CompileJob, prepared: PreparedCompile, outcome: Outcome, *, queued: float
 ) -> CompileResult:
-    """The result of a compile that ran."""
+    """The result of ``job`` (rendered as ``prepared``) from its runner's outcome."""
+    out = outcome.output
+    log = renamed_log(out.log, outcome.filename, prepared.filename)
     error: CompileError | None = None
     what = f"{job.backend} job {job.name!r} ({prepared.arch})"
     if out.status == "timeout" and job.timeout is None:
-        error = CompileError(f"{what} was stopped: {out.message}", log=out.log, job=job)
+        error = CompileError(f"{what} was stopped: {out.message}", log=log, job=job)
     elif out.status == "timeout":
         assert job.timeout is not None
         error = CompileTimeout(
             f"{what} timed out after {job.timeout:g} s: {out.message}",
             timeout=job.timeout,
-            log=out.log,
+            log=log,
             job=job,
         )
     elif out.status != "ok":
         kind = _FAILURE_TYPES[out.status]
-        error = kind(f"{what}: {out.message}\n{out.log}".rstrip(), log=out.log, job=job)
-    resources = parse_resource_report(out.log) if out.log else {}
+        error = kind(f"{what}: {out.message}\n{log}".rstrip(), log=log, job=job)
+        error.__cause__ = out.cause
     return CompileResult(
         job=job,
         output=prepared.output,
         arch=prepared.arch,
         binary=out.binary if error is None else None,
-        log=out.log,
+        log=log,
         error=error,
-        elapsed=elapsed,
+        elapsed=outcome.elapsed,
         queued=queued,
         command=prepared.options,
-        resources=resources,
+        resources=resources_of(log),
+        cached=outcome.answer == "cache",
         warnings=out.warnings,
     )
 
 
-def shared(
-    result: CompileResult,
-    job: CompileJob,
-    prepared: PreparedCompile,
-    compiled: PreparedCompile,
-    *,
-    queued: float,
-) -> CompileResult:
-    """``result`` (the compile of ``compiled``, another job's) as the result of ``job``:
-    its own job, command, error object, waiting time and file name in the log's
-    diagnostics; no dump folder of the other job's."""
-    error = None if result.error is None else result.error.for_job(job)
-    log = renamed_log(result.log, compiled.filename, prepared.filename)
-    if error is not None and log != result.log:
-        error.log = log
-    return replace(
-        result,
-        job=job,
-        error=error,
-        queued=queued,
-        dump_dir=None,
-        command=prepared.options,
-        log=log,
-    )
+def with_warnings(result: CompileResult, warnings: list[str]) -> CompileResult:
+    """``result`` with ``warnings`` (e.g. a dump that failed) before its own."""
+    return replace(result, warnings=(*warnings, *result.warnings)) if warnings else result

@@ -16,8 +16,13 @@ A backend works in two steps so that the scheduler can look at a compile before 
 from __future__ import annotations
 
 import abc
+import contextlib
+import os
 import re
+import stat
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, Literal
 
 import anyio.abc
@@ -32,15 +37,19 @@ __all__ = (
     "PreparedCompile",
     "Status",
     "add_shared_options",
+    "empty_folder",
     "has_line_info",
     "safe_stem",
+    "with_caller_folders",
 )
 
-#: ``ok``: a binary; ``failed``: the compiler rejected the source or options; ``empty``:
-#: it succeeded but wrote nothing; ``timeout``: stopped at the job's timeout or by a
-#: cancel; ``crashed``: the worker process died (or none could start); ``internal``:
-#: the backend's own files or calls failed (a full disk, an API error).
-Status = Literal["ok", "failed", "empty", "timeout", "crashed", "internal"]
+#: ``ok``: a binary; ``failed``: the compiler rejected the source or options (its
+#: verdict on the input: the only failure a cache may keep); ``empty``: it succeeded but
+#: wrote nothing; ``timeout``: stopped at the job's timeout or by a cancel; ``crashed``:
+#: the worker process died (or none could start); ``internal``: the backend's own files
+#: or calls failed (a full disk, an API error, a compiler that could not be started);
+#: ``lost``: the compile server running it went away.
+Status = Literal["ok", "failed", "empty", "timeout", "crashed", "internal", "lost"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -55,6 +64,62 @@ def safe_stem(name: str, limit: int = 60) -> str:
 def has_line_info(options: tuple[str, ...] | list[str]) -> bool:
     """Whether the options already ask for line info (either spelling)."""
     return "-lineinfo" in options or "--generate-line-info" in options
+
+
+# A quoted or computed include (#include "x.h", #include MACRO), which a compiler may
+# resolve against a folder of the caller's. Angle includes search -I folders only.
+_LOCAL_INCLUDE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*include(?:_next)?[ \t]*[^<\s]", re.M)
+
+
+def with_caller_folders(flags: list[str], source: str, cwd: str | None) -> list[str]:
+    """``flags`` with relative ``-I`` folders made absolute against ``cwd``, and ``cwd``
+    itself added as the last ``-I`` when ``source`` has a quoted or computed include:
+    the compile then reads the caller's headers wherever it runs."""
+    if cwd is None:
+        return flags
+    out: list[str] = []
+    pending = False
+    for flag in flags:
+        if pending:
+            flag = str(Path(cwd, flag))
+            pending = False
+        elif flag in ("-I", "--include-path"):
+            pending = True
+        elif flag.startswith("--include-path="):
+            flag = "--include-path=" + str(Path(cwd, flag[len("--include-path=") :]))
+        elif flag.startswith("-I") and len(flag) > 2:
+            flag = "-I" + str(Path(cwd, flag[2:]))
+        out.append(flag)
+    if _LOCAL_INCLUDE.search(source):
+        out.append(f"-I{cwd}")
+    return out
+
+
+def empty_folder() -> str:
+    """A folder that holds nothing and that nothing may be written to (made once per
+    user, checked every time), for compilers to run in: NVRTC looks for a quoted
+    ``#include`` in its process's working folder first, so an NVRTC worker process or
+    a compile server working anywhere else could read a header of that folder's instead
+    of the caller's (whose folder every job names as ``-I``, see
+    :func:`with_caller_folders`)."""
+    path = Path(tempfile.gettempdir(), f"asynccomp-empty-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(0o500)
+    try:
+        st = path.lstat()
+        if (
+            stat.S_ISDIR(st.st_mode)
+            and st.st_uid == os.getuid()
+            and not st.st_mode & 0o222
+            and next(path.iterdir(), None) is None
+        ):
+            return str(path)
+    except OSError:
+        pass
+    # Taken by someone else, or not empty: a fresh one (left behind, empty).
+    fresh = Path(tempfile.mkdtemp(prefix="asynccomp-empty-"))
+    fresh.chmod(0o500)
+    return str(fresh)
 
 
 def add_shared_options(flags: list[str], options: BackendOptions) -> None:
@@ -79,6 +144,11 @@ class BackendOptions:
         keep_intermediates: nvcc's ``--keep`` (dumps).
         split_compile: ``--split-compile=N`` when positive.
         tvm_fast_path: NVRTC: compile TVM's preamble with the fast path.
+        cwd: the folder relative paths mean (the caller's working folder when the job
+            was planned): relative ``-I`` folders are made absolute against it, and a
+            source with a quoted (or computed) ``#include`` gets it as ``-I``, so the
+            compile reads the caller's headers wherever it runs (a compile server, a
+            worker process started elsewhere). ``None``: the compiling process's own.
     """
 
     arch: str
@@ -86,6 +156,7 @@ class BackendOptions:
     keep_intermediates: bool = False
     split_compile: int = 0
     tvm_fast_path: bool = True
+    cwd: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +199,9 @@ class BackendOutput:
     #: nvcc's intermediate files (name, bytes), when a compile on another machine was
     #: asked to keep them (:mod:`asynccomp.ray`): written into the dump folder here.
     intermediates: tuple[tuple[str, bytes], ...] = ()
+    #: Why an ``internal`` status happened (an ``OSError``): the result's error has it
+    #: as ``__cause__``.
+    cause: BaseException | None = None
 
 
 class CompilerBackend(abc.ABC):

@@ -36,10 +36,17 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from ._base import BackendOutput, PreparedCompile
+from ._base import BackendOutput, PreparedCompile, empty_folder
 from ._nvrtc_protocol import CANCEL, COMPILE, HEADER, RECEIVED, RESULT, SEQ
 
-__all__ = ("CANCEL_GRACE", "CRASH_GRACE", "KILL_GRACE", "NvrtcProcessPool", "worker_command")
+__all__ = (
+    "CANCEL_GRACE",
+    "CRASH_GRACE",
+    "KILL_GRACE",
+    "NvrtcProcessPool",
+    "python_path",
+    "worker_command",
+)
 
 logger = logging.getLogger("asynccomp")
 
@@ -74,11 +81,21 @@ def worker_command() -> list[str]:
     return [sys.executable, "-m", "asynccomp.backends._nvrtc_worker"]
 
 
-def _worker_env() -> dict[str, str]:
-    # Make the worker module importable from a source checkout too.
+def python_path() -> str:
+    """``$PYTHONPATH`` for a Python process started in another folder: asynccomp's own
+    parent folder first (a source checkout imports too), relative entries made absolute
+    (they meant this process's working folder)."""
     package_parent = str(Path(__file__).resolve().parents[2])
+    entries = [package_parent]
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if entry:
+            entries.append(str(Path(entry).absolute()))
+    return os.pathsep.join(dict.fromkeys(entries))
+
+
+def _worker_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = python_path()
     env["ASYNCCOMP_WORKER_PARENT"] = str(os.getpid())  # it dies with this process
     return env
 
@@ -193,6 +210,9 @@ class NvrtcProcessPool:
                 stdout=subprocess.PIPE,
                 stderr=None,
                 env=_worker_env(),
+                # Nothing to find there: a quoted #include reads the caller's folder,
+                # which every job names (see with_caller_folders), never this one's.
+                cwd=empty_folder(),
                 # Out of the terminal's process group: Ctrl-C is the parent's to handle.
                 start_new_session=True,
             )

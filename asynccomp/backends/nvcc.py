@@ -36,6 +36,7 @@ from ._base import (
     PreparedCompile,
     add_shared_options,
     safe_stem,
+    with_caller_folders,
 )
 
 __all__ = ("NvccBackend", "nvcc_arch_flags")
@@ -88,6 +89,7 @@ class NvccBackend(CompilerBackend):
             if output != "ptx":
                 argv.append("--ptxas-options=-v")  # the resource report, always
             argv += job.options
+        argv = with_caller_folders(argv, job.source, options.cwd)
         add_shared_options(argv, options)
         if options.keep_intermediates:
             # Kept in the job's own temp folder and moved to keep_dir afterwards: a dump

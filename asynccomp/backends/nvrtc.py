@@ -32,6 +32,7 @@ from ._base import (
     PreparedCompile,
     add_shared_options,
     safe_stem,
+    with_caller_folders,
 )
 from ._nvrtc_api import compile_prepared
 from ._nvrtc_pool import KILL_GRACE, NvrtcProcessPool
@@ -71,6 +72,7 @@ class NvrtcBackend(CompilerBackend):
         self.workers = workers
         # Rendered once: every job shares these strings instead of holding copies.
         self._include_flags = tuple(f"-I{d}" for d in toolkit.include_dirs)
+        self._own_cache = (toolkit.nvrtc_version or (0, 0)) >= (12, 9)
         self._warmup = self.prepare(
             CompileJob(WARMUP_SOURCE, name="asynccomp_warmup", arch=warmup_arch),
             BackendOptions(warmup_arch, tvm_fast_path=False),
@@ -94,7 +96,13 @@ class NvrtcBackend(CompilerBackend):
             flags += self._include_flags
             if output != "ptx":
                 flags.append("--ptxas-options=-v")  # the resource report, always
+                # NVRTC 12.9+ keeps a cache of its own: a hit there skips ptxas, and the
+                # report with it (seen on NVRTC 13.0: an empty log, no resources).
+                # asynccomp's cache answers repeats; NVRTC's would only hide the report.
+                if self._own_cache:
+                    flags.append("--no-cache")
             flags += job.options
+        flags = with_caller_folders(flags, job.source, options.cwd)
         add_shared_options(flags, options)
         fast = rewrite_tvm_preamble(job.source) if options.tvm_fast_path else None
         return PreparedCompile(

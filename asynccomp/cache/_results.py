@@ -1,4 +1,4 @@
-"""The engine's side of the cache: results keyed by what decides the output bytes.
+"""The engine's side of the cache: compiler outputs keyed by what decides their bytes.
 
 Three tiers, checked in order: an in-memory LRU bounded in bytes
 (:class:`~asynccomp.cache.MemoryCache`), an on-disk store shared between processes
@@ -29,27 +29,20 @@ task of the engine's.
 from __future__ import annotations
 
 import contextlib
-import copy
 import fcntl
-import functools
 import json
 import os
-import re
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import anyio.to_thread
 
-from ..backends import PreparedCompile
-from ..errors import CacheUnavailable, CompileError
-from ..job import CompileJob
-from ..ptxas import KernelResources, parse_resource_report
-from ..result import CompileResult
+from ..backends import BackendOutput, PreparedCompile
+from ..errors import CacheUnavailable
 from ..toolkit import Toolkit
 from ._deps import Dependency, dependencies_changed
 from ._disk import DiskCache, decode_entry
@@ -64,8 +57,6 @@ __all__ = (
     "compiler_identity",
     "key_identity",
     "name_reaches_output",
-    "renamed_log",
-    "with_log",
 )
 
 STATS_FILE = "stats.json"
@@ -104,21 +95,6 @@ def _unnamed(prepared: PreparedCompile) -> tuple[str, ...]:
         f"{stem}.d": "<depfile>",
     }
     return tuple(names.get(option, option) for option in prepared.options)
-
-
-def renamed_log(log: str, old: str, new: str) -> str:
-    """A log's diagnostics, ``old.cu(3): warning ...``, as the compile of ``new`` would
-    have written them."""
-    if not log or old == new or not old:
-        return log
-    return re.sub(rf"(?m)^{re.escape(old)}(?=[(:])", lambda _: new, log)
-
-
-@functools.lru_cache(maxsize=4096)
-def _resources(log: str) -> Mapping[str, KernelResources]:
-    # A hit hands back the log object its entry holds, whose hash Python keeps: the
-    # report of a hot entry is parsed once, not on every hit (it was half a hit's cost).
-    return MappingProxyType(parse_resource_report(log))
 
 
 def compiler_identity(backend: str, toolkit: Toolkit) -> tuple[str, tuple[Path, ...]]:
@@ -197,7 +173,7 @@ class CacheStats:
 
 class ResultCache:
     """Memory + optional disk + optional remote cache of
-    :class:`~asynccomp.CompileResult` s.
+    compiler outputs (:class:`~asynccomp.backends.BackendOutput`).
 
     ``disk_dir=None`` keeps the memory tier only; a folder that cannot be used issues a
     :class:`~asynccomp.cache.CacheDirWarning` and does the same.
@@ -305,44 +281,36 @@ class ResultCache:
         return await anyio.to_thread.run_sync(verify)
 
     @staticmethod
-    def result(entry: CacheEntry, job: CompileJob, prepared: PreparedCompile) -> CompileResult:
-        """The result a cache entry gives ``job`` (whose file name may differ from the
-        one the entry was compiled under: its log says this job's)."""
-        log = renamed_log(entry.log, str(entry.metadata.get("filename", "")), prepared.filename)
-        error = None
-        if not entry.ok:
-            message = str(entry.metadata.get("error", "compile failed (cached)"))
-            error = CompileError(message, log=log, job=job)
-        return CompileResult(
-            job=job,
-            output=prepared.output,
-            arch=prepared.arch,
-            binary=entry.binary if entry.ok else None,
-            log=log,
-            error=error,
-            command=prepared.options,
-            resources=_resources(entry.log),
-            cached=True,
-        )
+    def output(entry: CacheEntry) -> tuple[BackendOutput, str]:
+        """What a cache entry says the compiler gave, and the program file name its log
+        uses (the engine renames the log's diagnostics for each job it answers)."""
+        filename = str(entry.metadata.get("filename", ""))
+        if entry.ok:
+            return BackendOutput("ok", entry.binary, entry.log), filename
+        message = str(entry.metadata.get("error", "compile failed (cached)"))
+        return BackendOutput("failed", None, entry.log, message), filename
 
     # -- storing -------------------------------------------------------------------------
 
     def remember(
         self,
         key: str,
-        result: CompileResult,
         prepared: PreparedCompile,
+        output: BackendOutput,
+        elapsed: float,
         deps: Sequence[Dependency],
     ) -> CacheEntry | None:
-        """Keep ``result`` in memory; returns the entry the other tiers should get
-        (``None`` when it is not to be cached: a timeout, a crash, an unasked failure)."""
-        metadata = _metadata(result, prepared, deps)
-        if result.ok:
-            assert result.binary is not None
-            entry = CacheEntry(result.binary, result.log, metadata)
-        elif self.cache_failures and type(result.error) is CompileError:
-            # Only real compile errors: a timeout or a crash may not happen next time.
-            entry = CacheEntry(b"", result.log, {**metadata, "error": str(result.error)}, ok=False)
+        """Keep a compile's output in memory; returns the entry the other tiers should
+        get (``None`` when it is not to be cached). Only the compiler's own verdict on
+        the input is kept: a binary, or (with ``cache_failures``) a rejected source;
+        never a timeout, a crash, an empty output or a failure of asynccomp's own
+        (a compiler that could not start, a full disk), which may not happen again."""
+        metadata = _metadata(prepared, elapsed, deps)
+        if output.status == "ok":
+            assert output.binary is not None
+            entry = CacheEntry(output.binary, output.log, metadata)
+        elif self.cache_failures and output.status == "failed":
+            entry = CacheEntry(b"", output.log, {**metadata, "error": output.message}, ok=False)
         else:
             return None
         self.memory.put(key, entry)
@@ -372,24 +340,14 @@ def _stale(entry: CacheEntry) -> bool:
 
 
 def _metadata(
-    result: CompileResult, prepared: PreparedCompile, deps: Sequence[Dependency]
+    prepared: PreparedCompile, elapsed: float, deps: Sequence[Dependency]
 ) -> dict[str, Any]:
     return {
-        "name": result.job.name,
         "filename": prepared.filename,
-        "backend": result.job.backend,
-        "output": result.output,
-        "arch": result.arch,
-        "elapsed": result.elapsed,
+        "backend": prepared.backend,
+        "output": prepared.output,
+        "arch": prepared.arch,
+        "elapsed": elapsed,
         "pid": os.getpid(),
         "deps": [d.to_json() for d in deps],
     }
-
-
-def with_log(result: CompileResult, log: str) -> CompileResult:
-    """``result`` with ``log`` (and its error's log) in place of its own."""
-    error = result.error
-    if error is not None:
-        error = copy.copy(error)
-        error.log = log
-    return replace(result, log=log, error=error)

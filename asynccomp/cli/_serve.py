@@ -4,6 +4,7 @@ to stop."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -13,8 +14,10 @@ from typing import Any
 
 import anyio
 
+from ..backends._nvrtc_pool import python_path
+from ..config import EngineConfig
 from ..errors import AsyncCompError, ServerError
-from ..server import DEFAULT_IDLE_TIMEOUT, Server, server_paths, status, stop
+from ..server import DEFAULT_IDLE_TIMEOUT, Server, ServerPaths, server_paths, status, stop
 from ._args import non_negative_float, positive_int
 from ._compile import ray_executor
 
@@ -82,6 +85,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="run in the background; return once it listens (how clients start it)",
     )
+    p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     p.set_defaults(run=run)
 
 
@@ -100,67 +104,81 @@ def run(args: argparse.Namespace) -> int:
     except ServerError as exc:
         print(f"asynccomp: error: {exc}", file=sys.stderr)
         return 1
-    engine: dict[str, Any] = {}
-    if args.jobs is not None:
-        engine["nvrtc_workers"] = args.jobs
-        engine["nvcc_workers"] = args.jobs
-    if args.cache_dir is not None:
-        engine["cache_dir"] = args.cache_dir
     try:
-        engine["executor"] = ray_executor(args)
+        config = EngineConfig(
+            nvrtc_workers=args.jobs,
+            nvcc_workers=args.jobs,
+            cache_dir=args.cache_dir,
+            executor=ray_executor(args),
+        )
     except ValueError as exc:
         print(f"asynccomp: error: {exc}", file=sys.stderr)
         return 2
-    server = Server(paths, idle_timeout=args.idle_timeout, engine=engine, warm=args.warm)
     if args.detach:
-        return _detach(server)
+        return _detach(paths, args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    server = Server(paths, config=config, idle_timeout=args.idle_timeout, warm=args.warm)
     try:
-        anyio.run(server.serve)
+        if args.ready_fd is None:
+            anyio.run(server.serve)
+        else:
+            anyio.run(_serve_and_say, server, args.ready_fd)
     except AsyncCompError as exc:
+        _tell(args.ready_fd, f"{exc}")
         print(f"asynccomp: error: {exc}", file=sys.stderr)
         return 1
+    except BaseException as exc:
+        _tell(args.ready_fd, f"the server failed: {exc!r}")
+        raise
     return 0
 
 
-def _detach(server: Server) -> int:
-    """Fork a server that outlives this process; return once it listens (0) or failed
-    (1, with its error on stderr)."""
+async def _serve_and_say(server: Server, fd: int) -> None:
+    """Serve; write ``ok`` to ``fd`` once listening (what ``--detach`` waits for)."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(server.serve)
+        _tell(fd, "ok")
+
+
+def _tell(fd: int | None, text: str) -> None:
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        os.write(fd, f"{text}\n".encode())
+        os.close(fd)
+
+
+def _detach(paths: ServerPaths, args: argparse.Namespace) -> int:
+    """Start the server as a fresh interpreter in a session of its own (no terminal, no
+    signals of the caller's group; never a fork of this process, whose threads and
+    state it must not inherit), its output to the server's log; return once it listens
+    (0) or failed (1, with its error on stderr)."""
     read, write = os.pipe()
-    if os.fork():
-        os.close(write)
-        with os.fdopen(read, "rb") as pipe:
-            said = pipe.read().decode(errors="replace")
-        if said.startswith("ok"):
-            return 0
-        print(
-            f"asynccomp: error: {said.strip() or 'the server died while starting'}", file=sys.stderr
-        )
-        return 1
-    # The server: a session of its own (no terminal, no signals of the caller's group).
-    os.close(read)
-    os.setsid()
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    log = os.open(server.paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-
-    async def serve() -> None:
-        async with anyio.create_task_group() as tg:
-            await tg.start(server.serve)
-            os.write(write, b"ok\n")
-            os.close(write)
-
-    code = 0
+    os.set_inheritable(write, True)
+    argv = [a for a in args.command_line[1:] if a != "--detach"]
+    command = [sys.executable, "-m", "asynccomp", *argv, "--ready-fd", str(write)]
+    env = {**os.environ, "PYTHONPATH": python_path()}
+    log = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    devnull = os.open(os.devnull, os.O_RDONLY)
     try:
-        anyio.run(serve)
-    except BaseException as exc:
-        code = 1
-        try:
-            os.write(write, f"{exc}\n".encode())
-        except OSError:
-            pass
-        logging.getLogger("asynccomp.server").exception("the server failed")
-    os._exit(code)
+        os.posix_spawn(
+            sys.executable,
+            command,
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, devnull, 0),
+                (os.POSIX_SPAWN_DUP2, log, 1),
+                (os.POSIX_SPAWN_DUP2, log, 2),
+                (os.POSIX_SPAWN_CLOSE, read),
+            ],
+            setsid=True,
+        )
+    finally:
+        for fd in (write, log, devnull):
+            os.close(fd)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read().decode(errors="replace").strip()
+    if said == "ok":
+        return 0
+    print(f"asynccomp: error: {said or 'the server died while starting'}", file=sys.stderr)
+    return 1

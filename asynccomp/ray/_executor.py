@@ -89,11 +89,11 @@ class RayExecutor:
 
     async def start(
         self, toolkit: Toolkit, local: Mapping[str, CompilerBackend]
-    ) -> tuple[dict[str, CompilerBackend], int] | None:
+    ) -> tuple[dict[str, CompilerBackend], int, str] | None:
         """Join the cluster and start the actors: the backends that compile there (one
-        per local backend, which still renders each job) and how many actors there
-        are. ``None`` when the cluster cannot be used and ``fallback`` is set (a
-        ClusterWarning says why)."""
+        per local backend, which still renders each job), how many actors there are,
+        and where that is (``"on Ray at HOST:PORT"``). ``None`` when the cluster cannot
+        be used and ``fallback`` is set (a ClusterWarning says why)."""
         pool = ActorPool(
             address=self.address,
             actors=self.actors,
@@ -115,7 +115,10 @@ class RayExecutor:
                 f"asynccomp: compiling with local workers: {exc}", ClusterWarning, stacklevel=2
             )
             return None
-        return {name: RayBackend(backend, pool) for name, backend in local.items()}, pool.size
+        backends: dict[str, CompilerBackend] = {
+            name: RayBackend(backend, pool) for name, backend in local.items()
+        }
+        return backends, pool.size, f"on Ray at {pool.cluster}"
 
 
 def _check_count(name: str, value: object, least: int) -> None:

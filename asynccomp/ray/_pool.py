@@ -163,6 +163,8 @@ class ActorPool:
         self.startup_timeout = startup_timeout
         self.identity = identity
         self.size = 0
+        #: The address of the cluster joined (known once connected).
+        self.cluster = address or "a local Ray instance"
         self._remote_class: Any = None
         self._all: dict[Any, _Actor | None] = {}  # every handle made, to kill at close
         self._free: list[_Actor] = []
@@ -185,6 +187,8 @@ class ActorPool:
         engine gave up waiting meanwhile (:meth:`abandon`), what it started is killed."""
         _connect(self.address, min(self.startup_timeout, 10.0))
         self._connected = True
+        with contextlib.suppress(Exception):  # only for people: where the actors are
+            self.cluster = str(import_ray().get_runtime_context().gcs_address)
         try:
             self._start_actors()
         except BaseException:

@@ -1,12 +1,15 @@
 """One warm engine per machine: the compile server every process of a user shares.
 
-``asynccomp serve`` runs a :class:`Server`: one :class:`~asynccomp.Engine` (NVRTC
-workers, nvcc slots, the memory and disk cache, coalescing of identical jobs) behind a
-Unix socket in a private folder. ``Engine(server="auto")`` (and the TVM facade, and
-``asynccomp compile`` when one is running) send their jobs there instead of starting
-workers of their own, starting the server if none runs; it stops by itself after a few
-idle minutes. One server runs per user, asynccomp version and toolkit
-(:func:`server_identity`), so a client never gets binaries of another toolkit.
+``asynccomp serve`` runs a :class:`Server`: one scheduler (NVRTC workers, nvcc slots,
+the memory and disk cache, coalescing of identical compiles, longest-first dispatch)
+behind a Unix socket in a private folder. ``Engine(server="auto")`` (and the TVM
+facade, and ``asynccomp compile`` when one is running) run their compiles there
+through a :class:`ServerClient` instead of starting workers of their own, starting the
+server if none runs; it stops by itself after a few idle minutes. Everything else an
+engine does (checking and planning jobs, results, errors, dumps, statistics) happens in
+the client's engine, exactly as in process. One server runs per user, asynccomp version
+and toolkit (:func:`server_identity`), and a client uses only a server of its own user
+and toolkit, so it never gets binaries of another toolkit or another user's.
 
 Example::
 
@@ -34,6 +37,7 @@ import anyio
 from ..errors import ServerError
 from ._client import ServerClient, request, start_server
 from ._paths import SERVER_DIR_ENV, ServerPaths, private_folder, server_identity, server_paths
+from ._protocol import Status, StatusReply, Stop, Stopping
 from ._server import DEFAULT_IDLE_TIMEOUT, Server
 
 __all__ = (
@@ -57,20 +61,18 @@ def _socket(socket: str | Path | None) -> Path:
 
 def status(socket: str | Path | None = None) -> dict[str, Any]:
     """The running server's status (clients, queued, running, compiled, hits, workers,
-    uptime, ...); raises :class:`~asynccomp.ServerError` when none runs."""
-    answer = anyio.run(request, _socket(socket), {"type": "status"})
-    if answer.type != "status":
-        raise ServerError(f"the compile server answered {answer.type!r} to status")
-    fields = dict(answer.fields)
-    fields.pop("blobs", None)
-    fields.pop("type", None)
-    return fields
+    uptime, settings, cache statistics, ...); raises :class:`~asynccomp.ServerError`
+    when none runs."""
+    answer = anyio.run(request, _socket(socket), Status(1))
+    if not isinstance(answer, StatusReply):
+        raise ServerError(f"the compile server answered {type(answer).__name__} to status")
+    return answer.status
 
 
 def stop(socket: str | Path | None = None) -> bool:
     """Stop the running server; ``False`` if none was running."""
     try:
-        anyio.run(request, _socket(socket), {"type": "stop"})
+        answer = anyio.run(request, _socket(socket), Stop(1))
     except ServerError:
         return False
-    return True
+    return isinstance(answer, Stopping)

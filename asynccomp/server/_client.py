@@ -1,11 +1,16 @@
-"""The client side: an :class:`~asynccomp.Engine` whose batches run on a compile server.
+"""The client side: :class:`ServerClient`, the runner of an engine on a compile server.
 
-:class:`ServerClient` is what ``Engine(server=...)`` runs its batches through, in place
-of the in-process scheduler: ``run(batch, jobs)`` sends the jobs and delivers each
-result as it comes back. Jobs are made whole on this side first: the engine's ``arch``,
-``tvm_fast_path`` and dump folder (made absolute, so a relative one means this
-process's working directory) are written into each job, so the server needs nothing of
-the client but its jobs.
+An ``Engine(server=...)`` plans, renders, builds results, writes dumps and counts as
+every engine does (:mod:`asynccomp._scheduler`); only its compiles run on the server,
+through a :class:`ServerClient` (a :class:`~asynccomp.runner.Runner`). A call's requests
+go out in messages of bounded size as the engine plans them; each comes back as an
+outcome (compiled, from the server's cache, or shared with an identical compile of any
+client's).
+
+The client trusts a server only when it is this user's (``SO_PEERCRED``: a socket path
+can be anyone's) and compiles with this process's toolkit (its identity, see
+:func:`~asynccomp.server.server_identity`), whether the socket was found (``"auto"``)
+or named; the welcome says which toolkit that is, and the jobs are rendered for it.
 
 If the server goes away (killed, stopped), every job still waiting ends with
 :class:`~asynccomp.ServerLost`; results already delivered stay delivered; the next call
@@ -15,15 +20,13 @@ connects again, starting a new server if this client starts them (``server="auto
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import itertools
 import logging
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,47 +35,56 @@ import anyio.abc
 import anyio.to_thread
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .._scheduler._batch import Batch
-from .._scheduler._counters import Counters
-from .._scheduler._results import failure
 from .._version import __version__
-from ..dumps import default_dump_root
-from ..errors import (
-    CompileError,
-    CompileTimeout,
-    InternalError,
-    ServerError,
-    ServerLost,
-)
-from ..job import CompileJob
-from ..result import CompileResult
-from ._paths import ServerPaths, server_paths
-from ._wire import (
+from ..backends import BackendOutput
+from ..errors import ServerError
+from ..runner import CompileRequest, Outcome, RunEvents, Runner
+from ..toolkit import Toolkit
+from ._paths import ServerPaths, check_socket_path, peer_uid, server_identity, server_paths
+from ._protocol import (
     PROTOCOL,
-    Message,
-    WireError,
-    decode_result,
-    encode_frame,
-    encode_job,
-    read_message,
+    Cancel,
+    Closing,
+    Compile,
+    Done,
+    End,
+    Ended,
+    Error,
+    Hello,
+    Jobs,
+    Output,
+    Started,
+    Status,
+    StatusReply,
+    Stop,
+    Stopping,
+    WarmedUp,
+    WarmUp,
+    Welcome,
+    outcome_of,
+    parse,
+    send_form,
+    spec_of,
+    toolkit_from,
 )
+from ._wire import WireError, encode, read_message
 
-__all__ = ("ClientSettings", "ServerClient", "request", "start_server")
+__all__ = ("ServerClient", "request", "start_server")
 
 logger = logging.getLogger("asynccomp.server")
 
 #: Seconds a server may take to come up after a client started it.
 START_TIMEOUT = 60.0
+#: Seconds a server has to answer hello (and a status or stop request).
+ANSWER_TIMEOUT = 30.0
+#: A call's jobs go out in messages of about this many bytes (a larger job goes alone,
+#: in as many frames as it needs).
+PACK_BYTES = 2**20
 _GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 
 
-@dataclass(frozen=True)
-class ClientSettings:
-    """What the client's engine decides for its jobs before they leave."""
-
-    arch: str | None
-    tvm_fast_path: bool
-    dump_dir: Path | None
+class _NoServer(Exception):
+    """Nothing answers at the socket (yet): start one, or say so."""
 
 
 def _can_connect(path: Path) -> bool:
@@ -84,18 +96,14 @@ def _can_connect(path: Path) -> bool:
     return True
 
 
-def _server_env() -> dict[str, str]:
-    # A server started from a source checkout must import the same asynccomp.
-    package_parent = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
-    return env
-
-
 def start_server(paths: ServerPaths) -> None:
-    """Blocking: make sure a server listens on ``paths.socket``, starting one (detached,
+    """Blocking: make sure a server listens on ``paths.socket``, starting one (detached:
     it outlives this process) if none does. Many processes calling this at once start
     one server: they queue on the ``spawn`` lock, and all but the first find it up."""
+    import fcntl
+
+    from ..backends._nvrtc_pool import python_path
+
     fd = os.open(paths.spawn, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -110,25 +118,26 @@ def start_server(paths: ServerPaths) -> None:
             "--server-dir",
             str(paths.folder),
         ]
-        with open(paths.log, "ab") as log:
+        env = {**os.environ, "PYTHONPATH": python_path()}
+        try:
             done = subprocess.run(
                 command,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=_server_env(),
-                timeout=START_TIMEOUT,
+                capture_output=True,
+                env=env,
+                timeout=START_TIMEOUT + 5,
                 check=False,
             )
-        if done.returncode != 0 and not _can_connect(paths.socket):
+        except subprocess.TimeoutExpired:
             raise ServerError(
-                f"the compile server did not start (exit status {done.returncode}); "
+                f"the compile server did not come up within {START_TIMEOUT:g} s; see {paths.log}"
+            ) from None
+        if done.returncode != 0 and not _can_connect(paths.socket):
+            said = done.stderr.decode(errors="replace").strip()
+            raise ServerError(
+                f"the compile server did not start (exit status {done.returncode}): {said}; "
                 f"its log, {paths.log}, ends with:\n{_tail(paths.log)}"
             )
-    except subprocess.TimeoutExpired:
-        raise ServerError(
-            f"the compile server did not come up within {START_TIMEOUT:g} s; see {paths.log}"
-        ) from None
     finally:
         os.close(fd)
 
@@ -140,151 +149,247 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
-class _Connection:
-    def __init__(self, stream: anyio.abc.SocketStream, welcome: dict[str, Any]) -> None:
-        self.stream = stream
-        self.receive = BufferedByteReceiveStream(stream)
-        self.welcome = welcome
-        self.send_lock = anyio.Lock()
-        self.pending: dict[int, _Pending] = {}
-        self.warmed = anyio.Event()
-        self.alive = True
-
-    async def send(self, frame: bytes) -> None:
-        async with self.send_lock:
-            await self.stream.send(frame)
-
-
 class _Pending:
-    """A batch sent and not yet answered in full."""
+    """A call sent (or being sent) and not answered in full."""
 
-    def __init__(self, batch: Batch, jobs: Sequence[CompileJob], counters: Counters) -> None:
-        self.batch = batch
-        self.jobs = jobs
-        self.counters = counters
-        self.delivered: set[int] = set()
-        self.rejected: str | None = None  # why the server refused the batch
+    def __init__(self, events: RunEvents) -> None:
+        self.events = events
+        self.waiting: set[int] = set()
+        self.all_sent = False
+        self.done = anyio.Event()
+        self.failed: tuple[str, str] | None = None  # (status, message) once lost or refused
 
-    def index_of(self, index: int) -> int:
-        """``index``, if it names a job of this batch still waiting."""
-        if index in self.delivered or not 0 <= index < len(self.jobs):
-            raise WireError(f"a result for job {index}, which is not waiting")
-        return index
+    def expect(self, indices: Sequence[int]) -> None:
+        if self.failed is not None:  # lost before these went out: they fail at once
+            for index in indices:
+                self.events.finished(index, _failed(*self.failed))
+            return
+        self.waiting.update(indices)
 
-    def deliver(self, index: int, result: CompileResult) -> None:
-        if index in self.delivered or not 0 <= index < len(self.jobs):
-            raise WireError(f"a result for job {index}, which is not waiting")
-        self.delivered.add(index)
-        counters = self.counters
-        counters.completed += 1
-        counters.cache_hits += result.cached
-        if result.ok:
-            counters.succeeded += 1
-        else:
-            counters.failed += 1
-            counters.timed_out += isinstance(result.error, CompileTimeout)
-        self.batch.deliver(index, result)
+    def started(self, index: int) -> None:
+        if index in self.waiting:
+            self.events.started(index)
 
-    def fail_the_rest(self, error: CompileError) -> None:
-        for index, job in enumerate(self.jobs):
-            if index not in self.delivered:
-                self.deliver(index, failure(job, job.arch, error))  # a copy per job
+    def finish(self, index: int, outcome: Outcome) -> None:
+        if index not in self.waiting:
+            raise WireError(f"an outcome for job {index}, which is not waiting")
+        self.waiting.discard(index)
+        self.events.finished(index, outcome)
+        self.check()
+
+    def fail(self, status: str, message: str) -> None:
+        """End every job still waiting with ``status`` (``lost``: the server went away;
+        ``internal``: it refused the call)."""
+        self.failed = (status, message)
+        for index in sorted(self.waiting):
+            self.events.finished(index, _failed(status, message))
+        self.waiting.clear()
+        self.done.set()
+
+    def check(self) -> None:
+        if self.all_sent and not self.waiting:
+            self.done.set()
 
 
-async def _open(path: Path) -> _Connection:
-    """Connect and say hello; raises ServerError for a server that refuses us."""
-    stream = await anyio.connect_unix(path)
+def _failed(status: str, message: str) -> Outcome:
+    return Outcome(BackendOutput(status, None, "", message), "none", 0.0, "")  # type: ignore[arg-type]
+
+
+class _Connection:
+    def __init__(self, stream: anyio.abc.SocketStream, receive: BufferedByteReceiveStream) -> None:
+        self.stream = stream
+        self.receive = receive
+        self.send_lock = anyio.Lock()
+        self.ids = itertools.count(1)
+        self.calls: dict[int, _Pending] = {}
+        self.answers: dict[int, tuple[anyio.Event, list[Any]]] = {}
+        self.alive = True
+        self.reason = ""
+        self.workers = 0
+
+    async def send(self, message: Any, blobs: Sequence[bytes] = ()) -> None:
+        frames = encode(*send_form(message, blobs))
+        async with self.send_lock:  # one message at a time: frames never interleave
+            for frame in frames:
+                await self.stream.send(frame)
+
+    async def ask(self, message: Any) -> Any:
+        """Send a request and wait for its answer (by id)."""
+        waiter: tuple[anyio.Event, list[Any]] = (anyio.Event(), [])
+        self.answers[message.id] = waiter
+        try:
+            await self.send(message)
+            await waiter[0].wait()
+        finally:
+            self.answers.pop(message.id, None)
+        if not waiter[1]:
+            raise ServerError(self.reason or "the compile server closed the connection")
+        answer = waiter[1][0]
+        if isinstance(answer, Error):
+            raise ServerError(f"the compile server: {answer.message}")
+        return answer
+
+
+async def _open(path: Path, *, identity: str | None) -> tuple[_Connection, Welcome]:
+    """Connect, check who answers, say hello. _NoServer when nothing listens (or it
+    closed at hello: a server stopping at its idle deadline); ServerError for a
+    server this process must not use, or a path that cannot be one."""
+    check_socket_path(path)
     try:
-        await stream.send(
-            encode_frame(
-                {"type": "hello", "protocol": PROTOCOL, "version": __version__, "pid": os.getpid()}
-            )
-        )
-        receive = BufferedByteReceiveStream(stream)
-        with anyio.fail_after(30):
-            answer = _welcome(await read_message(receive), path)
+        stream = await anyio.connect_unix(path)
+    except (FileNotFoundError, ConnectionRefusedError) as exc:
+        raise _NoServer(f"no compile server is running at {path} ({exc.strerror})") from None
+    except OSError as exc:  # a path under a file, a folder we may not enter, ...
+        raise ServerError(
+            f"cannot reach a compile server at {path}: {exc.strerror or exc}"
+        ) from None
+    try:
+        return await _handshake(stream, path, identity)
     except (WireError, TimeoutError) as exc:
         await stream.aclose()
         raise ServerError(
             f"the compile server at {path} does not speak the protocol: {exc}"
         ) from exc
+    except anyio.BrokenResourceError:
+        await stream.aclose()
+        raise _NoServer(f"the compile server at {path} closed the connection at hello") from None
     except BaseException:
         await stream.aclose()
         raise
-    connection = _Connection(stream, answer.fields)
-    connection.receive = receive
-    return connection
 
 
-def _welcome(answer: Message | None, path: Path) -> Message:
-    if answer is None:
-        raise ServerError(f"the compile server at {path} closed the connection at hello")
-    if answer.type == "error":
-        raise ServerError(f"the compile server at {path}: {answer.fields.get('message')}")
-    if answer.type != "welcome":
-        raise ServerError(f"the compile server at {path} answered {answer.type!r} to hello")
-    return answer
+async def _handshake(
+    stream: anyio.abc.SocketStream, path: Path, identity: str | None
+) -> tuple[_Connection, Welcome]:
+    uid = peer_uid(stream.extra(anyio.abc.SocketAttribute.raw_socket))
+    if uid is not None and uid != os.getuid():
+        raise ServerError(
+            f"the compile server at {path} runs as uid {uid}, not as this user (uid "
+            f"{os.getuid()}): refusing it (it could answer with any bytes)"
+        )
+    receive = BufferedByteReceiveStream(stream)
+    for frame in encode(*send_form(Hello(PROTOCOL, __version__, os.getpid()))):
+        await stream.send(frame)
+    with anyio.fail_after(ANSWER_TIMEOUT):
+        message = await read_message(receive)
+    if message is None:
+        raise _NoServer(f"the compile server at {path} closed the connection at hello")
+    answer = parse(message)
+    if isinstance(answer, Error):
+        raise ServerError(f"the compile server at {path}: {answer.message}")
+    if not isinstance(answer, Welcome):
+        raise WireError(f"{message.type!r} in answer to hello")
+    if identity is not None and answer.identity != identity:
+        raise ServerError(
+            f"the compile server at {path} compiles for identity {answer.identity} "
+            f"(asynccomp {answer.version}, nvcc {answer.toolkit.get('nvcc')}, NVRTC "
+            f"{answer.toolkit.get('nvrtc_version')}); this process's identity is "
+            f"{identity}: another toolkit or asynccomp version, refusing it"
+        )
+    return _Connection(stream, receive), answer
 
 
-async def request(path: Path, fields: dict[str, Any]) -> Message:
+async def request(path: Path, message: Status | Stop) -> Any:
     """One request and its answer, on a connection of its own (``serve --status``)."""
     try:
-        connection = await _open(path)
-    except (FileNotFoundError, ConnectionRefusedError) as exc:
-        raise ServerError(f"no compile server is running at {path} ({exc.strerror})") from None
+        connection, _ = await _open(path, identity=None)
+    except _NoServer as exc:
+        raise ServerError(str(exc)) from None
     try:
-        await connection.send(encode_frame(fields))
-        with anyio.fail_after(30):
+        await connection.send(message)
+        with anyio.fail_after(ANSWER_TIMEOUT):
             answer = await read_message(connection.receive)
         if answer is None:
             raise ServerError("the compile server closed the connection")
-        return answer
+        return parse(answer)
     finally:
         await connection.stream.aclose()
 
 
-class ServerClient:
-    """The batches of one engine, on a server.
+class ServerClient(Runner):
+    """Runs an engine's compiles on a compile server.
 
     ``socket`` names a server's socket; ``None`` finds the server of this user and
-    toolkit (:func:`~asynccomp.server.server_paths`). ``auto_start`` starts one when
-    none is running.
+    toolkit (:func:`~asynccomp.server.server_paths`), starting one when none is running
+    (``auto_start``, the default then). Either way the server must be this user's and
+    compile with this process's toolkit, or :class:`~asynccomp.ServerError` says why
+    not. An engine makes one with ``Engine(server=...)``; it needs no more than that::
+
+        async with Engine(arch="sm_90a", server="auto") as engine:
+            ...
     """
 
-    def __init__(
-        self,
-        *,
-        socket: Path | None,
-        auto_start: bool,
-        settings: ClientSettings,
-        counters: Counters,
-    ) -> None:
+    def __init__(self, socket: Path | None = None, *, auto_start: bool | None = None) -> None:
         self._socket = socket
-        self.auto_start = auto_start
-        self.settings = settings
-        self.counters = counters
+        self.auto_start = socket is None if auto_start is None else auto_start
         self._connection: _Connection | None = None
+        self._welcome: Welcome | None = None
+        self._toolkit: Toolkit | None = None
         self._connecting = anyio.Lock()
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._ids = itertools.count()
+
+    # -- what the server said ----------------------------------------------------------------
 
     @property
-    def waiting(self) -> int:
-        """Jobs sent and not answered yet."""
-        connection = self._connection
-        if connection is None:
-            return 0
-        return sum(len(p.jobs) - len(p.delivered) for p in connection.pending.values())
+    def welcome(self) -> Welcome:
+        if self._welcome is None:
+            raise ServerError("not connected to a compile server yet")
+        return self._welcome
 
-    def running_jobs(self) -> list[tuple[CompileJob, float]]:
-        """Not known on this side: the server runs them."""
-        return []
+    @property
+    def toolkit(self) -> Toolkit:
+        """The server's toolkit, which jobs are rendered for."""
+        if self._toolkit is None:
+            self._toolkit = toolkit_from(self.welcome.toolkit)
+        return self._toolkit
+
+    @property
+    def where(self) -> str:  # type: ignore[override]
+        return f"on the compile server (pid {self.welcome.pid})"
 
     @property
     def server_pid(self) -> int | None:
+        return None if self._welcome is None else self._welcome.pid
+
+    def slots(self) -> Mapping[str, int]:
+        return {} if self._welcome is None else self._welcome.slots
+
+    def workers(self) -> int:
         connection = self._connection
-        pid = None if connection is None else connection.welcome.get("pid")
-        return pid if isinstance(pid, int) else None
+        return 0 if connection is None else connection.workers
+
+    def overridden_settings(self) -> list[str]:
+        """One line per setting this process's environment asks for that the server
+        overrides (its cache folder, its remote cache)."""
+        from ..cache import CACHE_DIR_ENV, REMOTE_CACHE_ENV, default_cache_dir
+
+        theirs = self.welcome.settings
+        pid = self.welcome.pid
+        lines = []
+        if os.environ.get(CACHE_DIR_ENV):
+            mine = str(default_cache_dir())
+            if theirs.get("cache_dir") != mine:
+                lines.append(
+                    f"${CACHE_DIR_ENV} is {mine} here, but the compile server (pid {pid}) "
+                    f"caches in {theirs.get('cache_dir')}: its cache is used"
+                )
+        url = os.environ.get(REMOTE_CACHE_ENV, "").strip()
+        if url:
+            from ..cache import remote_cache_from_url
+
+            try:
+                mine = remote_cache_from_url(url).name
+            except Exception:  # a bad value here: the server's is used anyway
+                mine = "(not usable here)"
+            if theirs.get("remote_cache") != mine:
+                lines.append(
+                    f"${REMOTE_CACHE_ENV} names {mine} here, but the compile server (pid "
+                    f"{pid}) uses {theirs.get('remote_cache') or 'no remote cache'}: "
+                    "its setting is used"
+                )
+        return lines
+
+    # -- connecting --------------------------------------------------------------------------
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Connect now (as the engine starts), so a server that cannot be had fails the
@@ -297,24 +402,30 @@ class ServerClient:
             connection = self._connection
             if connection is not None and connection.alive:
                 return connection
-            path = self._socket
-            paths = None
+            path, paths = self._socket, None
             if path is None:
                 paths = await anyio.to_thread.run_sync(server_paths)
                 path = paths.socket
-            try:
-                connection = await _open(path)
-            except (FileNotFoundError, ConnectionRefusedError) as exc:
-                if not self.auto_start or paths is None:
-                    raise ServerError(
-                        f"no compile server is running at {path} ({exc.strerror})"
-                    ) from None
-                await anyio.to_thread.run_sync(start_server, paths)
-                connection = await _open(path)
-            self._connection = connection
+            identity = await anyio.to_thread.run_sync(server_identity)
+            opened = await self._open(path, paths, identity)
+            self._connection, self._welcome = opened
+            opened[0].workers = opened[1].workers
             assert self._task_group is not None
-            self._task_group.start_soon(self._read, connection)
-            return connection
+            self._task_group.start_soon(self._read, opened[0])
+            return opened[0]
+
+    async def _open(
+        self, path: Path, paths: ServerPaths | None, identity: str
+    ) -> tuple[_Connection, Welcome]:
+        for attempt in range(3):
+            try:
+                return await _open(path, identity=identity)
+            except _NoServer as exc:
+                if not self.auto_start or paths is None or attempt == 2:
+                    raise ServerError(str(exc)) from None
+                # None listens, or one was stopping at its idle deadline: start one.
+                await anyio.to_thread.run_sync(start_server, paths)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _read(self, connection: _Connection) -> None:
         reason = "the compile server closed the connection"
@@ -323,28 +434,10 @@ class ServerClient:
                 message = await read_message(connection.receive)
                 if message is None:
                     break
-                if message.type == "result":
-                    pending = connection.pending.get(_int(message, "batch"))
-                    if pending is None:
-                        continue  # a batch this side has given up on
-                    index = pending.index_of(_int(message, "index"))
-                    result = message.fields.get("result")
-                    pending.deliver(
-                        index, decode_result(result, message.blobs, pending.jobs[index])
-                    )
-                elif message.type == "rejected":
-                    pending = connection.pending.get(_int(message, "batch"))
-                    if pending is not None:
-                        why = str(message.fields.get("error"))
-                        pending.rejected = pending.batch.rejected = why
-                        pending.fail_the_rest(
-                            InternalError(f"the compile server refused the batch: {why}")
-                        )
-                elif message.type == "warmed":
-                    connection.warmed.set()
-                elif message.type in ("closing", "error"):
-                    said = message.fields.get("reason") or message.fields.get("message")
-                    reason = f"the compile server: {said}"
+                answer = parse(message)
+                said = self._dispatch(connection, answer, message.blobs)
+                if said is not None:
+                    reason = said
                     break
         except WireError as exc:
             reason = f"the compile server broke the protocol: {exc}"
@@ -356,76 +449,110 @@ class ServerClient:
             with anyio.CancelScope(shield=True):
                 await connection.stream.aclose()
 
+    def _dispatch(self, connection: _Connection, answer: Any, blobs: list[bytes]) -> str | None:
+        """Hand one answer on; the reason to stop reading, if it is one."""
+        if isinstance(answer, (Output, Done)):
+            connection.workers = answer.workers
+            pending = connection.calls.get(answer.id)
+            if pending is not None:  # else a call this side has given up on
+                pending.finish(answer.index, outcome_of(answer, blobs))
+        elif isinstance(answer, Started):
+            pending = connection.calls.get(answer.id)
+            if pending is not None:
+                for index in answer.indices:
+                    pending.started(index)
+        elif isinstance(answer, Ended):
+            pending = connection.calls.get(answer.id)
+            if pending is not None and pending.waiting:
+                pending.fail("internal", "the compile server ended the call without these jobs")
+        elif isinstance(answer, (WarmedUp, StatusReply, Stopping)):
+            if isinstance(answer, WarmedUp):
+                connection.workers = answer.workers
+            waiter = connection.answers.get(answer.id)
+            if waiter is not None:
+                waiter[1].append(answer)
+                waiter[0].set()
+        elif isinstance(answer, Error):
+            if answer.id is not None and answer.id in connection.calls:
+                connection.calls[answer.id].fail(
+                    "internal", f"the compile server refused the call: {answer.message}"
+                )
+            elif answer.id is not None and answer.id in connection.answers:
+                waiter = connection.answers[answer.id]
+                waiter[1].append(answer)
+                waiter[0].set()
+            else:
+                logger.warning("asynccomp: the compile server: %s", answer.message)
+            if answer.fatal:
+                return f"the compile server: {answer.message}"
+        elif isinstance(answer, Closing):
+            return f"the compile server: {answer.reason}"
+        else:
+            raise WireError(f"a {type(answer).__name__} message from the server")
+        return None
+
     def _lost(self, connection: _Connection, reason: str) -> None:
+        if not connection.alive:
+            return
         connection.alive = False
-        connection.warmed.set()
-        for pending in list(connection.pending.values()):
-            pending.fail_the_rest(ServerLost(f"{reason} before this job finished"))
-        connection.pending.clear()
+        connection.reason = reason
+        for pending in list(connection.calls.values()):
+            pending.fail("lost", f"{reason} before this job finished")
+        for event, _ in connection.answers.values():
+            event.set()
 
-    def _for_server(self, job: CompileJob) -> CompileJob:
-        """``job`` with what this engine decides for it written in."""
-        settings = self.settings
-        changes: dict[str, Any] = {}
-        if job.arch is None and settings.arch is not None:
-            changes["arch"] = settings.arch
-        if job.tvm_fast_path is None:
-            changes["tvm_fast_path"] = settings.tvm_fast_path
-        if job.dump is True or (job.dump is False and settings.dump_dir is not None):
-            changes["dump"] = settings.dump_dir or default_dump_root()
-        return replace(job, **changes) if changes else job
+    # -- the Runner interface ----------------------------------------------------------------
 
-    @property
-    def toolkit_versions(self) -> dict[str, str | None] | None:
-        """The server's compiler versions, as its welcome said."""
-        connection = self._connection
-        versions = None if connection is None else connection.welcome.get("toolkit")
-        return dict(versions) if isinstance(versions, dict) else None
-
-    async def run(self, batch: Batch, jobs: Sequence[CompileJob]) -> None:
-        """Run ``batch`` on the server; results are delivered to it as they come."""
-        self.counters.submitted += len(jobs)
-        pending = _Pending(batch, jobs, self.counters)
+    async def run(
+        self,
+        requests: AsyncIterable[Sequence[CompileRequest]],
+        events: RunEvents,
+        *,
+        want: bool = True,
+    ) -> None:
+        pending = _Pending(events)
         try:
             connection = await self._connected()
         except ServerError as exc:
-            pending.fail_the_rest(ServerLost(f"no compile server to run this job: {exc}"))
+            pending.fail("lost", f"no compile server to run this job: {exc}")
+            async for chunk in requests:
+                pending.expect([r.index for r in chunk])
             return
-        if not jobs:
-            return
-        number = next(self._ids)
-        described, sources = [], []
-        for job in jobs:
-            fields, source = encode_job(self._for_server(job))
-            described.append(fields)
-            sources.append(source)
-        frame = encode_frame(
-            {
-                "type": "submit",
-                "batch": number,
-                "jobs": described,
-                "want": "all" if batch.wanted else "none",
-            },
-            sources,
-        )
-        connection.pending[number] = pending
+        number = next(connection.ids)
+        connection.calls[number] = pending
+        finished = False
         try:
-            await connection.send(frame)
-            await batch.finished.wait()
+            await connection.send(Compile(number, want))
+            async for chunk in requests:
+                pending.expect([r.index for r in chunk])
+                if connection.alive:
+                    for message, blobs in _packed(number, chunk):
+                        await connection.send(message, blobs)
+            pending.all_sent = True
+            pending.check()
+            if connection.alive:
+                await connection.send(End(number))
+            await pending.done.wait()
+            finished = True
         except _GONE as exc:
             self._lost(connection, f"sending to the compile server failed ({exc!r})")
         finally:
-            connection.pending.pop(number, None)
-            if not batch.finished.is_set() and connection.alive:
-                # Cancelled: the server drops this batch's jobs (nobody else's).
+            connection.calls.pop(number, None)
+            if not finished and connection.alive:
+                # Cancelled: the server drops this call's compiles (nobody else's).
                 with anyio.CancelScope(shield=True), contextlib.suppress(*_GONE):
-                    await connection.send(encode_frame({"type": "cancel", "batch": number}))
+                    await connection.send(Cancel(number))
 
     async def warm_up(self) -> None:
         connection = await self._connected()
-        connection.warmed = anyio.Event()
-        await connection.send(encode_frame({"type": "warm_up"}))
-        await connection.warmed.wait()
+        await connection.ask(WarmUp(next(connection.ids)))
+
+    async def status(self) -> dict[str, Any]:
+        """The server's status (what ``asynccomp serve --status`` prints)."""
+        connection = await self._connected()
+        answer = await connection.ask(Status(next(connection.ids)))
+        assert isinstance(answer, StatusReply)
+        return answer.status
 
     async def aclose(self) -> None:
         connection, self._connection = self._connection, None
@@ -434,8 +561,21 @@ class ServerClient:
             await connection.stream.aclose()
 
 
-def _int(message: Message, name: str) -> int:
-    value = message.fields.get(name)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise WireError(f"a {message.type} message without {name}")
-    return value
+def _packed(number: int, chunk: Sequence[CompileRequest]) -> list[tuple[Jobs, list[bytes]]]:
+    """A chunk's jobs in messages of about PACK_BYTES each (a larger job alone)."""
+    messages: list[tuple[Jobs, list[bytes]]] = []
+    specs: list[Any] = []
+    blobs: list[bytes] = []
+    size = 0
+    for request in chunk:
+        spec, sources = spec_of(request)
+        weight = sum(len(s) for s in sources) + 256
+        if specs and size + weight > PACK_BYTES:
+            messages.append((Jobs(number, specs), blobs))
+            specs, blobs, size = [], [], 0
+        specs.append(spec)
+        blobs.extend(sources)
+        size += weight
+    if specs:
+        messages.append((Jobs(number, specs), blobs))
+    return messages

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import stat
+import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +25,21 @@ from pathlib import Path
 from .._version import __version__
 from ..errors import ServerError
 from ..toolkit import toolkit_fingerprint
-from ._wire import PROTOCOL
+from ._protocol import PROTOCOL
 
-__all__ = ("SERVER_DIR_ENV", "ServerPaths", "private_folder", "server_identity", "server_paths")
+__all__ = (
+    "MAX_SOCKET_PATH",
+    "SERVER_DIR_ENV",
+    "ServerPaths",
+    "check_socket_path",
+    "peer_uid",
+    "private_folder",
+    "server_identity",
+    "server_paths",
+)
+
+#: The longest path a Unix socket may have (Linux: 108 bytes with the final NUL).
+MAX_SOCKET_PATH = 107
 
 #: Overrides the folder the server's socket, lock and log live in.
 SERVER_DIR_ENV = "ASYNCCOMP_SERVER_DIR"
@@ -80,7 +94,7 @@ def private_folder(folder: Path | None = None) -> Path:
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = folder.lstat()
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise ServerError(f"the compile server's folder {folder} cannot be made: {exc}") from exc
     if not stat.S_ISDIR(st.st_mode):
         raise ServerError(f"{folder} is not a folder (a link?); refusing to use it")
@@ -97,6 +111,35 @@ def private_folder(folder: Path | None = None) -> Path:
     return folder
 
 
+def check_socket_path(path: Path, hint: str = "") -> None:
+    """Raise :class:`ServerError` if ``path`` cannot be a Unix socket's path (too long:
+    the kernel would refuse it with an obscure error). ``hint`` says how to fix it."""
+    size = len(os.fsencode(path))
+    if size > MAX_SOCKET_PATH:
+        raise ServerError(
+            f"the compile server's socket path {path} is {size} bytes, over the "
+            f"{MAX_SOCKET_PATH} a Unix socket's path may have{hint}"
+        )
+
+
 def server_paths(folder: Path | None = None) -> ServerPaths:
     """The files of this user's server for this toolkit (the folder made and checked)."""
-    return ServerPaths(private_folder(folder), server_identity())
+    paths = ServerPaths(private_folder(folder), server_identity())
+    check_socket_path(
+        paths.socket,
+        f": set {SERVER_DIR_ENV} (or --server-dir) to a shorter folder, e.g. "
+        f"{Path(tempfile.gettempdir()) / f'asynccomp-{os.getuid()}'}",
+    )
+    return paths
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of a Unix socket (Linux ``SO_PEERCRED``),
+    else ``None``. Both ends ask: the server refuses other users, and a client refuses a
+    server of another user (a socket path can be anyone's)."""
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (AttributeError, OSError):
+        return None
+    _pid, uid, _gid = struct.unpack("3i", raw)
+    return int(uid)

@@ -1,64 +1,50 @@
-"""The compile server's wire format: length-prefixed frames of a JSON header and blobs.
+"""The compile server's wire: messages in frames of bounded size.
 
-A frame is a 4-byte big-endian length ``N`` and ``N`` bytes: a 4-byte big-endian length
-``J``, ``J`` bytes of a JSON object (the message), then the message's blobs back to back
-(sources going out, binaries coming back), whose lengths the message lists under
-``"blobs"``. Nothing is pickled: whatever bytes arrive, decoding either gives a message
-of known shape or raises :class:`WireError`, which costs the sender its connection and
-the server nothing.
+A **frame** is a 4-byte big-endian length ``N`` (at most :data:`FRAME_LIMIT`) and ``N``
+bytes. A **message** is a 4-byte big-endian length ``J``, ``J`` bytes of a JSON object
+(its fields, with ``"type"`` and ``"blobs"``: the sizes of the blobs), then the blobs
+back to back (sources going out, binaries and logs coming back). A message is cut into
+as many frames as it needs: a 50 MB source is a few frames, never one huge one, and a
+sender holds the connection for one message at a time, so other requests interleave
+between messages.
 
-Messages (``"type"``): a client says ``hello`` and gets ``welcome`` (or ``error``);
-then ``submit`` (a batch of jobs; ``result`` messages come back one per job, in
-completion order), ``cancel``, ``warm_up`` (answered by ``warmed``), ``status`` and
-``stop``. A server that closes says ``closing``.
+A reader checks sizes before it reads: a frame over :data:`FRAME_LIMIT` or a message
+announcing more than :data:`MESSAGE_LIMIT` (four times the largest source a
+:class:`~asynccomp.CompileJob` takes) is a :class:`WireError`, and memory grows only as
+bytes arrive. Nothing is unpickled: whatever bytes arrive, decoding gives a message of
+known shape or raises ``WireError``. What the messages are is :mod:`._protocol`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import struct
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import anyio.abc
+import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .. import errors
-from ..errors import CompileError
-from ..job import CompileJob
-from ..ptxas import parse_resource_report
-from ..result import CompileResult
+from ..job import MAX_SOURCE_CHARS
 
-__all__ = (
-    "MAX_FRAME",
-    "PROTOCOL",
-    "Message",
-    "WireError",
-    "decode_job",
-    "decode_result",
-    "encode_frame",
-    "encode_job",
-    "encode_result",
-    "read_message",
-)
+__all__ = ("FRAME_LIMIT", "MESSAGE_LIMIT", "Message", "WireError", "encode", "read_message")
 
-#: Bumped when a message changes shape; a client and a server of different protocols
-#: refuse each other, naming both versions.
-PROTOCOL = 1
-#: The largest frame accepted (sources and binaries run to tens of MB, not more).
-MAX_FRAME = 512 * 2**20
+#: The largest frame, in bytes.
+FRAME_LIMIT = 4 * 2**20
+#: The largest message: a source of MAX_SOURCE_CHARS characters is at most four bytes
+#: each in UTF-8, and a job may carry it twice (the TVM fast path's rewrite and the
+#: original), with room for a header.
+MESSAGE_LIMIT = 8 * MAX_SOURCE_CHARS + 2**20
 
 _LENGTH = struct.Struct(">I")
 
 
 class WireError(Exception):
-    """A frame or message that does not follow the protocol."""
+    """Bytes that do not follow the protocol (a frame, a message, a field)."""
 
 
 class Message:
-    """A decoded message: its JSON fields and its blobs."""
+    """A message: its JSON fields and its blobs."""
 
     __slots__ = ("blobs", "fields")
 
@@ -71,27 +57,95 @@ class Message:
         return str(self.fields["type"])
 
 
-def encode_frame(fields: Mapping[str, Any], blobs: Sequence[bytes] = ()) -> bytes:
-    """One frame: ``fields`` (with ``"blobs"`` set to the blob lengths) and the blobs."""
+def encode(fields: Mapping[str, Any], blobs: Sequence[bytes] = ()) -> list[bytes]:
+    """The frames of one message (write them back to back, as one unit)."""
     header = json.dumps(
-        {**fields, "blobs": [len(b) for b in blobs]}, ensure_ascii=True, separators=(",", ":")
+        {**fields, "blobs": [len(b) for b in blobs]},
+        ensure_ascii=True,
+        separators=(",", ":"),
+        allow_nan=False,
     ).encode("ascii")
     size = _LENGTH.size + len(header) + sum(len(b) for b in blobs)
-    if size > MAX_FRAME:
-        raise WireError(f"a frame of {size} bytes is over the limit of {MAX_FRAME}")
-    return b"".join([_LENGTH.pack(size), _LENGTH.pack(len(header)), header, *blobs])
+    if size > MESSAGE_LIMIT:
+        raise WireError(f"a message of {size} bytes is over the limit of {MESSAGE_LIMIT}")
+    body = b"".join([_LENGTH.pack(len(header)), header, *blobs])
+    view = memoryview(body)
+    return [
+        _LENGTH.pack(len(view[i : i + FRAME_LIMIT])) + view[i : i + FRAME_LIMIT]
+        for i in range(0, len(body), FRAME_LIMIT)
+    ]
 
 
-def decode_frame(frame: bytes) -> Message:
-    """The message in one frame's bytes (without its length prefix)."""
-    if len(frame) < _LENGTH.size:
-        raise WireError("a frame shorter than its header")
-    (header_size,) = _LENGTH.unpack_from(frame)
-    end = _LENGTH.size + header_size
-    if end > len(frame):
-        raise WireError("a header that runs past the frame")
+async def _frame(stream: BufferedByteReceiveStream, first: bool) -> bytes | None:
+    """The next frame's bytes; ``None`` when the other side closed between messages."""
     try:
-        fields = json.loads(frame[_LENGTH.size : end].decode("ascii"))
+        prefix = await stream.receive_exactly(_LENGTH.size)
+    except (anyio.IncompleteRead, anyio.EndOfStream):
+        if first:
+            return None
+        raise WireError("the connection closed inside a message") from None
+    (size,) = _LENGTH.unpack(prefix)
+    if size == 0 or size > FRAME_LIMIT:
+        raise WireError(f"a frame of {size} bytes (frames are 1 to {FRAME_LIMIT} bytes)")
+    try:
+        return await stream.receive_exactly(size)
+    except (anyio.IncompleteRead, anyio.EndOfStream):
+        raise WireError("the connection closed inside a frame") from None
+
+
+async def _fill(stream: BufferedByteReceiveStream, body: bytearray, size: int) -> None:
+    while len(body) < size:
+        frame = await _frame(stream, first=False)
+        assert frame is not None
+        body += frame
+    if len(body) > size:
+        raise WireError("a frame that runs past its message")
+
+
+async def read_message(stream: BufferedByteReceiveStream) -> Message | None:
+    """The next message, or ``None`` when the other side closed between messages.
+    Raises :class:`WireError` for anything else (a closed or broken connection inside a
+    message included)."""
+    try:
+        first = await _frame(stream, first=True)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        return None
+    if first is None:
+        return None
+    body = bytearray(first)
+    try:
+        await _fill_partly(stream, body, _LENGTH.size)
+        (header_size,) = _LENGTH.unpack_from(body)
+        if _LENGTH.size + header_size > MESSAGE_LIMIT:
+            raise WireError(f"a header of {header_size} bytes")
+        await _fill_partly(stream, body, _LENGTH.size + header_size)
+        fields = _header(bytes(body[_LENGTH.size : _LENGTH.size + header_size]))
+        sizes = fields["blobs"]
+        end = _LENGTH.size + header_size + sum(sizes)
+        if end > MESSAGE_LIMIT:
+            raise WireError(f"a message of {end} bytes is over the limit of {MESSAGE_LIMIT}")
+        await _fill(stream, body, end)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+        raise WireError(f"the connection broke inside a message ({exc!r})") from None
+    blobs = []
+    start = _LENGTH.size + header_size
+    for size in sizes:
+        blobs.append(bytes(body[start : start + size]))
+        start += size
+    return Message(fields, blobs)
+
+
+async def _fill_partly(stream: BufferedByteReceiveStream, body: bytearray, size: int) -> None:
+    """At least ``size`` bytes of the message (more may have come in the same frame)."""
+    while len(body) < size:
+        frame = await _frame(stream, first=False)
+        assert frame is not None
+        body += frame
+
+
+def _header(raw: bytes) -> dict[str, Any]:
+    try:
+        fields = json.loads(raw.decode("ascii"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise WireError(f"a header that is not JSON: {exc}") from None
     if not isinstance(fields, dict) or not isinstance(fields.get("type"), str):
@@ -101,183 +155,4 @@ def decode_frame(frame: bytes) -> Message:
         isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes
     ):
         raise WireError("a header without a valid blob list")
-    if end + sum(sizes) != len(frame):
-        raise WireError("blobs that do not fill the frame")
-    blobs = []
-    for size in sizes:
-        blobs.append(frame[end : end + size])
-        end += size
-    return Message(fields, blobs)
-
-
-async def read_message(stream: BufferedByteReceiveStream) -> Message | None:
-    """The next message, or ``None`` when the other side closed between frames."""
-    try:
-        prefix = await stream.receive_exactly(_LENGTH.size)
-    except anyio.IncompleteRead:
-        return None
-    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        return None
-    (size,) = _LENGTH.unpack(prefix)
-    if size > MAX_FRAME:
-        raise WireError(f"a frame of {size} bytes is over the limit of {MAX_FRAME}")
-    try:
-        frame = await stream.receive_exactly(size)
-    except (anyio.IncompleteRead, anyio.EndOfStream) as exc:
-        raise WireError("the connection closed inside a frame") from exc
-    return decode_frame(frame)
-
-
-# -- fields ------------------------------------------------------------------------------
-
-
-def _get(fields: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
-    value = fields.get(name)
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float)):
-        raise WireError(f"field {name!r} is {type(value).__name__}, not {kind}")
-    return value
-
-
-def _maybe(fields: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
-    return None if fields.get(name) is None else _get(fields, name, kind)
-
-
-def _strings(fields: Mapping[str, Any], name: str) -> list[str]:
-    value = _get(fields, name, list)
-    if not all(isinstance(item, str) for item in value):
-        raise WireError(f"field {name!r} holds something other than strings")
-    return [str(item) for item in value]
-
-
-def _number(fields: Mapping[str, Any], name: str) -> float:
-    value = _get(fields, name, (int, float))
-    if not math.isfinite(value):
-        raise WireError(f"field {name!r} is not finite")
-    return float(value)
-
-
-def _text(blob: bytes) -> str:
-    # Sources are bytes: those that are not UTF-8 travel as they are (surrogateescape).
-    return blob.decode("utf-8", "surrogateescape")
-
-
-# -- jobs --------------------------------------------------------------------------------
-
-
-def encode_job(job: CompileJob) -> tuple[dict[str, Any], bytes]:
-    """A job's fields, and its source as a blob."""
-    dump = job.dump if isinstance(job.dump, bool) else str(job.dump)
-    fields = {
-        "name": job.name,
-        "backend": job.backend,
-        "output": job.output,
-        "arch": job.arch,
-        "options": list(job.options),
-        "timeout": job.timeout,
-        "dump": dump,
-        "tvm_fast_path": job.tvm_fast_path,
-        "exact_options": job.exact_options,
-    }
-    return fields, job.source.encode("utf-8", "surrogateescape")
-
-
-def decode_job(fields: Any, source: bytes) -> CompileJob:
-    """The job again; a malformed one raises :class:`WireError`, a bad value
-    :class:`~asynccomp.InvalidJob` (from ``CompileJob`` itself)."""
-    if not isinstance(fields, dict):
-        raise WireError("a job that is not an object")
-    dump = fields.get("dump")
-    if not isinstance(dump, (bool, str)):
-        raise WireError("field 'dump' is neither a bool nor a path")
-    if isinstance(dump, str) and not Path(dump).is_absolute():
-        raise WireError("field 'dump' is not an absolute path")
-    timeout = fields.get("timeout")
-    return CompileJob(
-        _text(source),
-        name=_get(fields, "name", str),
-        backend=_get(fields, "backend", str),
-        output=_maybe(fields, "output", str),
-        arch=_maybe(fields, "arch", str),
-        options=_strings(fields, "options"),
-        timeout=None if timeout is None else _number(fields, "timeout"),
-        dump=dump,
-        tvm_fast_path=_maybe(fields, "tvm_fast_path", bool),
-        exact_options=bool(_get(fields, "exact_options", bool)),
-    )
-
-
-# -- results -----------------------------------------------------------------------------
-
-# The errors a result can carry, by name (anything else arrives as a CompileError).
-_ERRORS: dict[str, type[CompileError]] = {
-    name: kind
-    for name in errors.__all__
-    if isinstance(kind := getattr(errors, name), type) and issubclass(kind, CompileError)
-}
-
-
-def encode_result(result: CompileResult) -> tuple[dict[str, Any], list[bytes]]:
-    """A result's fields (its job is the client's, named by index), and its binary."""
-    error = result.error
-    described: dict[str, Any] | None = None
-    if error is not None:
-        described = {"type": type(error).__name__, "message": str(error)}
-        if isinstance(error, errors.CompileTimeout):
-            described["timeout"] = error.timeout
-        if isinstance(error, errors.ToolkitNotFound):
-            described["searched"] = list(error.searched)
-    fields = {
-        "output": result.output,
-        "arch": result.arch,
-        "log": result.log,
-        "error": described,
-        "elapsed": result.elapsed,
-        "queued": result.queued,
-        "command": list(result.command),
-        "dump_dir": None if result.dump_dir is None else str(result.dump_dir),
-        "cached": result.cached,
-        "warnings": list(result.warnings),
-        "binary": result.binary is not None,
-    }
-    return fields, [result.binary] if result.binary is not None else []
-
-
-def _error(described: Any, log: str, job: CompileJob) -> CompileError:
-    if not isinstance(described, dict):
-        raise WireError("an error that is not an object")
-    kind = _ERRORS.get(str(described.get("type")), CompileError)
-    message = _get(described, "message", str)
-    if kind is errors.CompileTimeout:
-        return errors.CompileTimeout(
-            message, timeout=_number(described, "timeout"), log=log, job=job
-        )
-    if kind is errors.ToolkitNotFound:
-        return errors.ToolkitNotFound(message, searched=_strings(described, "searched"), job=job)
-    return kind(message, log=log, job=job)
-
-
-def decode_result(fields: Any, blobs: list[bytes], job: CompileJob) -> CompileResult:
-    """The result of ``job`` again (its ptxas report parsed from the log here)."""
-    if not isinstance(fields, dict):
-        raise WireError("a result that is not an object")
-    log = _get(fields, "log", str)
-    has_binary = _get(fields, "binary", bool)
-    if has_binary != (len(blobs) == 1) or len(blobs) > 1:
-        raise WireError("a result whose binary is missing or extra")
-    error = None if fields.get("error") is None else _error(fields["error"], log, job)
-    dump_dir = _maybe(fields, "dump_dir", str)
-    return CompileResult(
-        job=job,
-        output=_get(fields, "output", str),
-        arch=_maybe(fields, "arch", str),
-        binary=blobs[0] if has_binary else None,
-        log=log,
-        error=error,
-        elapsed=_number(fields, "elapsed"),
-        queued=_number(fields, "queued"),
-        command=tuple(_strings(fields, "command")),
-        resources=parse_resource_report(log) if log else {},
-        dump_dir=None if dump_dir is None else Path(dump_dir),
-        cached=_get(fields, "cached", bool),
-        warnings=tuple(_strings(fields, "warnings")),
-    )
+    return fields
