@@ -214,15 +214,21 @@ class SyncEngine:
 
 class SyncResults:
     """What :meth:`SyncEngine.as_completed` returns: a context manager whose value is an
-    iterator over the results in completion order."""
+    iterator over the results in completion order.
+
+    Entering and leaving are each one portal call (the batch runs in the engine's task
+    group, not in the calling thread's task), so nothing of the block waits in the
+    event loop for this thread: a ``close()`` from another thread finishes the batch
+    and stops the loop, and this thread's next step raises ``EngineClosed``.
+    """
 
     def __init__(self, owner: SyncEngine, portal: BlockingPortal, completed: CompletedResults):
         self._owner = owner
-        self._manager = portal.wrap_async_context_manager(completed)
+        self._completed = completed
         self._portal = portal
 
     def __enter__(self) -> Iterator[CompileResult]:
-        results = self._manager.__enter__()
+        results = self._owner._call(self._completed.__aenter__)
         return self._iterate(results)
 
     def _iterate(self, results: Any) -> Iterator[CompileResult]:
@@ -238,5 +244,12 @@ class SyncResults:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool | None:
-        return self._manager.__exit__(exc_type, exc, tb)
+    ) -> None:
+        if self._owner._portal is not self._portal:
+            return  # the engine was closed (it finished or cancelled the batch)
+        try:
+            self._portal.call(self._completed.__aexit__, exc_type, exc, tb)
+        except RuntimeError as error:
+            if isinstance(error, EngineClosed) or self._owner._portal is self._portal:
+                raise
+            # Closed by another thread meanwhile: nothing is left to leave.

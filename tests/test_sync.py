@@ -8,6 +8,7 @@ import inspect
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -158,3 +159,67 @@ def test_leaving_as_completed_cancels_what_is_left() -> None:
     assert first.job.name == "quick"
     assert left - started < 10
     assert stats.completed == 1 and stats.running == 0
+
+
+def test_an_exception_leaving_the_block_cancels_prefetched_compiles() -> None:
+    """The block's exception reaches the engine, as ``async with Engine`` would: the
+    prefetched compile is cancelled, not waited for (it never completes)."""
+    engine = SyncEngine(arch=ARCH, nvrtc_workers=1, cache=False)
+    with pytest.raises(KeyError, match="the caller's own"), engine:
+        engine.prefetch([CompileJob(slow_kernel(), name="slow")])
+        wait_for(lambda: engine.statistics().running == 1)
+        raise KeyError("the caller's own")
+    stats = engine.engine.statistics()
+    assert (stats.submitted, stats.completed, stats.running) == (1, 0, 0)
+
+
+def test_sync_engine_mirrors_the_engines_methods() -> None:
+    job = CompileJob(scale_kernel(13.0), name="m")
+    with SyncEngine(arch=ARCH, nvrtc_workers=1) as engine:
+        assert engine.estimate(job) >= 0
+        assert engine.running() == []
+        assert engine.toolkit.nvrtc_version is not None
+        assert engine.cache is not None
+        assert engine.compiler_versions == engine.toolkit.compiler_versions
+        assert engine.where == "in process"
+    for name in ("running", "estimate", "toolkit", "cache", "compiler_versions", "where"):
+        assert hasattr(SyncEngine, name), name
+
+
+def test_close_from_another_thread_during_as_completed() -> None:
+    """A close() from another thread while a thread iterates: the iterating thread gets
+    its results or EngineClosed, never another error; close() returns."""
+    jobs = [CompileJob(scale_kernel(20.0 + i), name=f"c{i}") for i in range(4)]
+    errors: list[BaseException] = []
+    got: list[str] = []
+    engine = SyncEngine(arch=ARCH, nvrtc_workers=1, cache=False)
+    engine.start()
+    first = threading.Event()
+
+    def iterate() -> None:
+        try:
+            with engine.as_completed(jobs) as results:
+                for result in results:
+                    got.append(result.job.name)
+                    first.set()
+                    time.sleep(0.3)  # slower than the engine: results wait in the stream
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            first.set()
+
+    reader = threading.Thread(target=iterate)
+    reader.start()
+    assert first.wait(120)
+    engine.close()
+    reader.join(60)
+    assert not reader.is_alive()
+    assert all(isinstance(e, EngineClosed) for e in errors), errors
+    assert errors or len(got) == 4
+
+
+def wait_for(check: Callable[[], bool], within: float = 120) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)

@@ -12,9 +12,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import TextIO
 
 from .._version import __version__
+from ..errors import AsyncCompWarning
 from . import _bench, _cache, _compile, _doctor, _serve
 
 __all__ = ("build_parser", "main")
@@ -59,7 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.extra_options = extra
     args.command_line = command_line
     try:
-        code: int = args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            code: int = args.run(args)
         sys.stdout.flush()
     except KeyboardInterrupt:
         print("asynccomp: interrupted", file=sys.stderr)
@@ -70,6 +75,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return code
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """asynccomp's own warnings as one line, as its errors are (no file, no line)."""
+    if issubclass(category, AsyncCompWarning):
+        print(f"asynccomp: warning: {message}", file=file or sys.stderr)
+    else:
+        _default_showwarning(message, category, filename, lineno, file, line)
+
+
+_default_showwarning = warnings.showwarning
 
 
 if __name__ == "__main__":  # pragma: no cover

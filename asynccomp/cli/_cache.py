@@ -75,9 +75,32 @@ def run(args: argparse.Namespace) -> int:
     return _stats(disk, root, args.json)
 
 
+def _server_counts(root: Path) -> tuple[dict[str, int], int | None]:
+    """What a running compile server that caches in ``root`` has counted and not saved
+    yet (it adds its counts to the folder's totals when it stops), and its pid."""
+    from ..server import status
+
+    try:
+        found = status()
+    except AsyncCompError:
+        return {}, None
+    settings = found.get("settings") or {}
+    counts = found.get("cache_stats")
+    if not isinstance(counts, dict) or settings.get("cache_dir") != str(root):
+        return {}, None
+    pid = found.get("pid")
+    return {k: v for k, v in counts.items() if isinstance(v, int)}, pid if isinstance(
+        pid, int
+    ) else None
+
+
 def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
     entries, size = disk.count()
     totals = CacheStats.load(root)
+    live, server_pid = _server_counts(disk.root.resolve())
+    for name, value in live.items():
+        if name in totals:
+            totals[name] += value
     url = os.environ.get(REMOTE_CACHE_ENV, "").strip() or None
     remote: dict[str, Any] | None = None
     if url:
@@ -98,6 +121,7 @@ def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
         **totals,
         "hit_rate": round(hits / lookups, 4) if lookups else None,
         "remote": remote,
+        "server": None if server_pid is None else {"pid": server_pid, "unsaved": live},
     }
     if as_json:
         print(json.dumps(report, indent=2))
@@ -114,6 +138,11 @@ def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
         f"misses           {totals['misses']} ({totals['stale']} stale: a header changed)",
         f"stored           {totals['stores']}",
     ]
+    if server_pid is not None:
+        served = sum(live.get(k, 0) for k in ("memory_hits", "disk_hits", "remote_hits"))
+        lines.append(
+            f"server           pid {server_pid}: {served} of the hits (running, not saved yet)"
+        )
     if remote is not None:
         state = remote.get("error") or ("reachable" if remote.get("reachable") else "NOT reachable")
         lines.append(f"remote           {url} ({state})")

@@ -241,6 +241,7 @@ class _Run:
         self.finished_at: dict[int, float] = {}
         self.interrupted = False
         self.display: Display | None = None
+        self.where = engine.where
 
     def _output_name(self, result: CompileResult) -> str | None:
         """The file ``--out`` gets for this result (named after its job), if any."""
@@ -274,6 +275,7 @@ class _Run:
                             self._finished(result)
                 tg.cancel_scope.cancel()
             versions = engine.compiler_versions
+            self.where = engine.where
         wall = time.monotonic() - started
         display.close("asynccomp: interrupted" if self.interrupted else "")
         return self._report(wall, versions)
@@ -312,7 +314,7 @@ class _Run:
                 sys.stdout.flush()
             else:
                 Path(self.args.json).write_text(text)
-        print(summary(results, wall, total=len(self.jobs)), file=self.out)
+        print(summary(results, wall, total=len(self.jobs), where=self.where), file=self.out)
         report = failures(results)
         if report:
             print(f"\n{report}", file=sys.stderr)

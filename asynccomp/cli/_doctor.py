@@ -66,7 +66,15 @@ def _server() -> dict[str, Any]:
         found = status(paths.socket)
     except AsyncCompError:
         return {"running": False, "socket": str(paths.socket)}
-    return {"running": True, "socket": str(paths.socket), "pid": found.get("pid")}
+    # The server's own settings: its jobs use them, not this process's.
+    return {
+        "running": True,
+        "socket": str(paths.socket),
+        "pid": found.get("pid"),
+        "workers": found.get("workers"),
+        "settings": found.get("settings"),
+        "toolkit": found.get("toolkit"),
+    }
 
 
 def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
@@ -171,6 +179,17 @@ def run(args: argparse.Namespace) -> int:
             else "not running (asynccomp serve starts one; clients start it when needed)"
         ),
     ]
+    settings = server.get("settings") or {}
+    if server.get("running") and settings:
+        slots = settings.get("slots") or {}
+        lines += [
+            f"  compiles     {', '.join(f'{n} x{k}' for k, n in slots.items()) or '-'}"
+            f" ({settings.get('executor')}, NVRTC in {settings.get('nvrtc_mode')}), "
+            f"{server.get('workers')} workers alive",
+            "  its cache    "
+            + (settings.get("cache_dir") or "memory only" if settings.get("cache") else "off"),
+            f"  its remote   {settings.get('remote_cache') or 'none'}",
+        ]
     if nvcc["path"] is None:
         lines.append("searched for nvcc:")
         lines += [f"  {s}" for s in nvcc["searched"]]

@@ -75,10 +75,12 @@ def summary(
     wall: float,
     *,
     total: int,
+    where: str = "",
     slowest: int = 5,
 ) -> str:
-    """The end-of-run report: counts, wall and summed compile time, the slowest jobs and
-    the most registers and spills any kernel needed."""
+    """The end-of-run report: counts, wall and summed compile time (and ``where`` the
+    compiles ran), the slowest jobs and the most registers and spills any kernel
+    needed."""
     failed = [r for r in results if not r.ok]
     timed_out = sum(isinstance(r.error, CompileTimeout) for r in failed)
     cached = sum(r.cached for r in results if r.ok)
@@ -94,7 +96,7 @@ def summary(
         head += f", {total - len(results)} not run (interrupted)"
     lines = [
         "",
-        f"{head} in {wall:.2f} s",
+        f"{head} in {wall:.2f} s" + (f", {where}" if where else ""),
         f"compile time: {compile_time:.2f} s summed over {plural(len(compiled), 'compile')} "
         f"({compile_time / wall if wall > 0 else 0:.1f}x the wall time)",
     ]

@@ -61,6 +61,7 @@ from ._protocol import (
     WarmedUp,
     WarmUp,
     Welcome,
+    Workers,
     outcome_of,
     parse,
     send_form,
@@ -367,7 +368,7 @@ class ServerClient(Runner):
         pid = self.welcome.pid
         lines = []
         if os.environ.get(CACHE_DIR_ENV):
-            mine = str(default_cache_dir())
+            mine = str(default_cache_dir().resolve())
             if theirs.get("cache_dir") != mine:
                 lines.append(
                     f"${CACHE_DIR_ENV} is {mine} here, but the compile server (pid {pid}) "
@@ -457,10 +458,13 @@ class ServerClient(Runner):
             if pending is not None:  # else a call this side has given up on
                 pending.finish(answer.index, outcome_of(answer, blobs))
         elif isinstance(answer, Started):
+            connection.workers = answer.workers
             pending = connection.calls.get(answer.id)
             if pending is not None:
                 for index in answer.indices:
                     pending.started(index)
+        elif isinstance(answer, Workers):
+            connection.workers = answer.workers
         elif isinstance(answer, Ended):
             pending = connection.calls.get(answer.id)
             if pending is not None and pending.waiting:

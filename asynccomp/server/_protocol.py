@@ -19,6 +19,7 @@ A connection::
                                         <-   Output(id=1, index=3, ...) + log, binary
                                         <-   Done(id=1, index=0, ...)      (want=False)
                                         <-   Ended(id=1)
+                                        <-   Workers(n)   (whenever the count changes)
     Cancel(id=1)                        ->   (a call cancelled before it ended)
     WarmUp(id=2)                        ->
                                         <-   WarmedUp(id=2, workers)
@@ -68,6 +69,7 @@ __all__ = (
     "WarmUp",
     "WarmedUp",
     "Welcome",
+    "Workers",
     "outcome_of",
     "output_form",
     "parse",
@@ -186,6 +188,7 @@ class Started:
     TYPE: ClassVar[str] = "started"
     id: int
     indices: list[int]
+    workers: int
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,14 @@ class Done:
     status: str
     answer: str
     elapsed: float
+    workers: int
+
+
+@dataclass(frozen=True)
+class Workers:
+    """The server's worker count changed (a worker started or ended)."""
+
+    TYPE: ClassVar[str] = "workers"
     workers: int
 
 
@@ -279,6 +290,7 @@ _MESSAGES: dict[str, type] = {
         Started,
         Output,
         Done,
+        Workers,
         Ended,
         WarmedUp,
         StatusReply,

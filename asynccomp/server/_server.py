@@ -71,6 +71,7 @@ from ._protocol import (
     WarmedUp,
     WarmUp,
     Welcome,
+    Workers,
     output_form,
     parse,
     prepared_of,
@@ -109,7 +110,7 @@ class _Request:
 
     def started(self, index: int) -> None:
         self.tally.started()
-        self.connection.post(Started(self.id, [index]))
+        self.connection.post(Started(self.id, [index], self.connection.server.workers()))
 
     def finished(self, index: int, outcome: Outcome) -> None:
         status = outcome.output.status
@@ -266,6 +267,7 @@ class Server:
                     serving.start_soon(listener.serve, self._handle)
                     serving.start_soon(self._watch_idle)
                     serving.start_soon(self._watch_signals)
+                    serving.start_soon(self._watch_workers)
                     if self.warm:
                         serving.start_soon(self._warm_up_now)
                     logger.info(
@@ -294,6 +296,18 @@ class Server:
                 logger.info("%s: stopping", signal.Signals(signum).name)
                 self.stop()
                 return
+
+    async def _watch_workers(self) -> None:
+        """Tell every client when the worker count changes (their statistics show it
+        live, as an engine in process does)."""
+        told = self.workers()
+        while True:
+            await anyio.sleep(0.2)
+            now = self.workers()
+            if now != told:
+                told = now
+                for connection in list(self._connections):
+                    connection.post(Workers(now))
 
     async def _warm_up_now(self) -> None:
         assert self._scheduler is not None
@@ -415,7 +429,9 @@ class Server:
         cache = self._cache
         return {
             "cache": cache is not None,
-            "cache_dir": None if cache is None or cache.disk is None else str(cache.disk.root),
+            "cache_dir": None
+            if cache is None or cache.disk is None
+            else str(cache.disk.root.resolve()),
             "remote_cache": None if cache is None or cache.remote is None else cache.remote.name,
             "slots": None if self._scheduler is None else dict(self._scheduler.slots()),
             "nvrtc_mode": self._mode,

@@ -33,7 +33,7 @@ import os
 import threading
 import warnings
 
-from ..errors import AsyncCompWarning, EngineClosed, ServerError
+from ..errors import AsyncCompWarning, EngineClosed, InvalidJob, ServerError
 from ..job import CompileJob
 from ..result import CompileResult
 from ..sync import SyncEngine
@@ -110,7 +110,7 @@ def _start(server: str | None) -> SyncEngine:
             started = SyncEngine(server=server)
             started.start()
             return started
-        except ServerError as exc:
+        except (ServerError, InvalidJob) as exc:  # no server, or $ASYNCCOMP_SERVER unusable
             warnings.warn(
                 f"asynccomp.tvm: no compile server ({exc}); compiling in this process with "
                 f"one worker (set {SERVER_ENV}=off to use a full engine here)",

@@ -1,0 +1,255 @@
+"""Every door answers the same: one table of cases, each run through every door (an
+``Engine`` in process, on a real compile server, a ``SyncEngine`` in process and on the
+server, an ``Engine`` on a real two-node Ray cluster), each door's observation compared
+with the in-process one: the exception raised, each result's outcome, and the engine's
+statistics (running, compiled, deduplicated and workers included).
+
+Real NVRTC compiles everywhere; each case's sources carry a token of their own, so no
+door is answered from another's cache."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import astuple, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from asynccomp import (
+    CompileError,
+    CompileJob,
+    CompileResult,
+    CompileTimeout,
+    EngineStatistics,
+    InvalidJob,
+)
+
+from .doors import Door, open_door
+from .kernels import ARCH, broken_kernel, scale_kernel, slow_kernel
+from .ray_cluster import RayCluster
+from .servers import new_server_dir, running_server
+
+_tokens = itertools.count()
+
+
+def tagged(source: str) -> str:
+    """``source`` made unique to one case and door."""
+    return f"{source}// token {next(_tokens)} {id(_tokens)}\n"
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a case saw through a door. ``workers`` is live and not the same everywhere
+    (a Ray engine's actors start with it, a local worker is killed at a timeout): it is
+    checked where it must be positive, not compared."""
+
+    raised: str | None
+    results: tuple[tuple[bool, str | None, bool], ...]  # ok, error type, cached
+    stats: tuple[int, ...]  # EngineStatistics but workers
+    workers: int = field(compare=False)
+
+
+def seen(
+    results: list[CompileResult], stats: EngineStatistics, raised: BaseException | None = None
+) -> Seen:
+    outcomes = tuple(
+        (r.ok, None if r.error is None else type(r.error).__name__, r.cached) for r in results
+    )
+    counts = astuple(stats)[:-1]
+    return Seen(None if raised is None else type(raised).__name__, outcomes, counts, stats.workers)
+
+
+Case = Callable[[Door], Awaitable[Seen]]
+
+
+async def unsupported_arch(door: Door) -> Seen:
+    """An architecture the compilers lack: refused as the engine starts, and for a job
+    before anything runs."""
+    with pytest.raises(InvalidJob, match="sm_999") as started:
+        async with open_door(door, arch="sm_999"):
+            pass
+    async with open_door(door, arch=ARCH) as engine:
+        with pytest.raises(InvalidJob, match="sm_999") as called:
+            await engine.compile(CompileJob(tagged(scale_kernel()), arch="sm_999"))
+        stats = await engine.statistics()
+    assert type(started.value) is type(called.value)
+    return seen([], stats, called.value)
+
+
+async def refused_batch(door: Door) -> Seen:
+    """One bad job refuses the whole batch before any of it runs."""
+    good = [CompileJob(tagged(scale_kernel(float(i)))) for i in range(3)]
+    bad = CompileJob(tagged(scale_kernel()), arch="sm_999")
+    async with open_door(door, arch=ARCH) as engine:
+        with pytest.raises(InvalidJob) as raised:
+            await engine.compile_many([*good, bad])
+        stats = await engine.statistics()
+    return seen([], stats, raised.value)
+
+
+async def compile_error(door: Door) -> Seen:
+    """A compile error is a result (its message names the undefined identifier), and
+    two identical jobs in one batch compile once."""
+    source = tagged(scale_kernel(3.0))
+    jobs = [
+        CompileJob(tagged(broken_kernel()), name="bad"),
+        CompileJob(source, name="a"),
+        CompileJob(source, name="b"),
+    ]
+    async with open_door(door, arch=ARCH) as engine:
+        results = await engine.compile_many(jobs)
+        stats = await engine.statistics()
+    error = results[0].error
+    assert isinstance(error, CompileError) and "undefined_identifier_42" in str(error)
+    assert error.job is jobs[0] and "undefined_identifier_42" in error.log
+    assert [r.job for r in results] == jobs
+    assert results[1].binary == results[2].binary and results[1].resources["scale"].registers > 0
+    assert stats.workers >= 1  # a worker compiled them (an NVRTC worker, an actor)
+    return seen(results, stats)
+
+
+async def timeout(door: Door) -> Seen:
+    job = CompileJob(tagged(slow_kernel()), name="slow", timeout=1.0)
+    async with open_door(door, arch=ARCH) as engine:
+        result = await engine.compile(job)
+        stats = await engine.statistics()
+    assert isinstance(result.error, CompileTimeout) and result.error.timeout == 1.0
+    return seen([result], stats)
+
+
+async def cancelled_call(door: Door) -> Seen:
+    """Leaving ``as_completed`` after the first result cancels the compile still
+    running; the engine goes on."""
+    quick = CompileJob(tagged(scale_kernel(5.0)), name="quick")
+    slow = CompileJob(tagged(slow_kernel()), name="slow")
+    async with open_door(door, arch=ARCH) as engine:
+        first = await engine.first_of([slow, quick])
+        await engine.wait_for(lambda s: s.running == 0 and s.queued == 0, within=30)
+        after = await engine.compile(CompileJob(tagged(scale_kernel(6.0))))
+        stats = await engine.statistics()
+    assert first.job is quick and after.ok
+    return seen([first, after], stats)
+
+
+async def prefetch(door: Door) -> Seen:
+    """Prefetched compiles are counted (successes as successes) and answer later
+    calls from the cache."""
+    jobs = [CompileJob(tagged(scale_kernel(float(i))), name=f"p{i}") for i in range(3)]
+    async with open_door(door, arch=ARCH) as engine:
+        await engine.prefetch(jobs)
+        await engine.wait_for(lambda s: s.completed == 3)
+        again = await engine.compile(jobs[1])
+        stats = await engine.statistics()
+    assert again.ok and again.cached
+    return seen([again], stats)
+
+
+async def large_sources(door: Door) -> Seen:
+    """Sources larger than a frame (6 MB each, frames are 4 MiB) compile as in
+    process, binary for binary."""
+    padding = ("// " + "x" * 97 + "\n") * 60000
+    jobs = [CompileJob(tagged(scale_kernel(float(i))) + padding, name=f"l{i}") for i in range(3)]
+    async with open_door(door, arch=ARCH) as engine:
+        results = await engine.compile_many(jobs)
+        stats = await engine.statistics()
+    assert [r.binary is not None and r.binary.startswith(b"\x7fELF") for r in results] == [True] * 3
+    return seen(results, stats)
+
+
+async def running_now(door: Door) -> Seen:
+    """While a compile runs, ``statistics().running`` and ``running()`` say so."""
+    slow = CompileJob(tagged(slow_kernel(8000)), name="slow")
+    results: list[CompileResult] = []
+
+    async def run(engine: DoorEngine) -> None:
+        results.append(await engine.compile(slow))
+
+    async with open_door(door, arch=ARCH) as engine:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, engine)
+            await engine.wait_for(lambda s: s.running == 1)
+            during = await engine.statistics()
+            running = await engine._call("running")
+        assert [job for job, _ in running] == [slow]
+        assert (during.running, during.queued, during.completed, during.compiled) == (1, 0, 0, 1)
+        after = seen(results, await engine.statistics())
+    return after
+
+
+async def warm_up_twice(door: Door) -> Seen:
+    async with open_door(door, arch=ARCH) as engine:
+        await engine.warm_up_twice()
+        result = await engine.compile(CompileJob(tagged(scale_kernel(7.0))))
+        stats = await engine.statistics()
+    return seen([result], stats)
+
+
+CASES: dict[str, Case] = {
+    "unsupported_arch": unsupported_arch,
+    "refused_batch": refused_batch,
+    "compile_error": compile_error,
+    "timeout": timeout,
+    "cancelled_call": cancelled_call,
+    "prefetch": prefetch,
+    "large_sources": large_sources,
+    "running_now": running_now,
+    "warm_up_twice": warm_up_twice,
+}
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cache folder of the table's server, and of every test of the table."""
+    return tmp_path_factory.mktemp("doors-cache")
+
+
+@pytest.fixture(autouse=True)
+def same_cache_as_the_server(shared_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A client whose $ASYNCCOMP_CACHE_DIR differs from its server's is warned (tested
+    # in test_server.py); here every door uses one folder (the tokens keep cases apart).
+    monkeypatch.setenv("ASYNCCOMP_CACHE_DIR", str(shared_cache))
+
+
+@pytest.fixture(scope="module")
+def doors(shared_cache: Path) -> Iterator[list[Door]]:
+    folder = new_server_dir()
+    cluster: RayCluster | None = None
+    try:
+        with running_server(folder, "--cache-dir", str(shared_cache)) as (_, paths):
+            found = [
+                Door("in process", "engine"),
+                Door("server", "engine", server=paths.socket),
+                Door("sync", "sync"),
+                Door("sync on server", "sync", server=paths.socket),
+            ]
+            try:
+                cluster = RayCluster()
+            except pytest.skip.Exception:
+                pass  # Ray not installed: the other doors still answer alike
+            else:
+                found.append(Door("ray", "engine", ray_address=cluster.address))
+            yield found
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+async def test_every_door_answers_the_same(case: str, doors: list[Door]) -> None:
+    observed: dict[str, Any] = {}
+    for door in doors:
+        observed[door.name] = await CASES[case](door)
+    expected = observed["in process"]
+    differ = {name: seen for name, seen in observed.items() if seen != expected}
+    assert differ == {}, f"in process: {expected}"
+
+
+def test_the_table_covers_every_door(doors: list[Door]) -> None:
+    kinds = {(door.kind, door.server is not None, door.ray_address is not None) for door in doors}
+    assert {("engine", False, False), ("engine", True, False), ("sync", False, False)} <= kinds
+    assert ("sync", True, False) in kinds

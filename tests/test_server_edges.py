@@ -1,0 +1,356 @@
+"""The compile server at its edges, for real: relative includes resolved on the client,
+a client that trusts only its own user's server of its own toolkit, bad socket paths
+and settings, a server stopped by a signal or at its idle deadline, and what a user is
+told about where the jobs ran and what the server overrides."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from asynccomp import (
+    AsyncCompWarning,
+    CompileJob,
+    Engine,
+    ServerError,
+    ServerLost,
+    SyncEngine,
+)
+from asynccomp.server import server_paths
+
+from .kernels import ARCH, needs_nvcc, scale_kernel, slow_kernel
+from .processes import wait_until
+from .servers import new_server_dir, running_server, server_pid, stop_servers_in, wait_gone
+
+
+@pytest.fixture
+def server_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    folder = new_server_dir()
+    monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(folder))
+    try:
+        yield folder
+    finally:
+        stop_servers_in(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- relative includes ------------------------------------------------------------------------
+
+INCLUDING = (
+    '#include "local.h"\n'
+    '#include "sub.h"\n'
+    'extern "C" __global__ void k(int* x) { x[threadIdx.x] = LOCAL * 100 + SUB; }\n'
+)
+
+
+def _headers(folder: Path, local: int, sub: int) -> None:
+    (folder / "inc").mkdir(parents=True)
+    (folder / "local.h").write_text(f"#define LOCAL {local}\n")
+    (folder / "inc" / "sub.h").write_text(f"#define SUB {sub}\n")
+
+
+@pytest.mark.parametrize("backend", ["nvrtc", pytest.param("nvcc", marks=needs_nvcc)])
+def test_relative_includes_are_the_clients_files_wherever_it_compiles(
+    backend: str, server_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`#include "local.h"` and `-I inc` mean the caller's folder: in process, on a
+    server started in a folder holding other headers of the same names, in an NVRTC
+    worker whatever folder it started in."""
+    client, elsewhere = tmp_path / "client", tmp_path / "elsewhere"
+    _headers(client, 1, 2)
+    _headers(elsewhere, 7, 8)
+    job = CompileJob(INCLUDING, name="inc", backend=backend, output="ptx", options=["-I", "inc"])
+
+    def constant(ptx: bytes | None) -> bool:
+        assert ptx is not None
+        return b"102" in ptx and b"708" not in ptx  # 1 * 100 + 2, never 7 * 100 + 8
+
+    monkeypatch.chdir(elsewhere)
+    with running_server(server_dir) as (_, paths):  # the server starts in "elsewhere"
+        monkeypatch.chdir(client)
+        with SyncEngine(arch=ARCH, nvrtc_workers=2, nvrtc_mode="processes") as here:
+            local = here.compile(job)
+        with SyncEngine(arch=ARCH, server=str(paths.socket)) as there:
+            remote = there.compile(job)
+    assert local.ok and remote.ok, (local.error, remote.error)
+    assert constant(local.binary) and constant(remote.binary)
+    assert local.command == remote.command and f"-I{client}" in local.command
+
+
+# -- trust ------------------------------------------------------------------------------------
+
+
+def test_a_server_of_another_user_is_refused() -> None:
+    """A socket anyone can make: one served by uid nobody, answering hello with a
+    welcome and a binary, is refused before any job is sent."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to become another user")
+    folder = Path(tempfile.mkdtemp(prefix="acs-open-"))  # nobody can reach it there
+    folder.chmod(0o777)
+    path = folder / "fake.sock"
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the fake server: nobody, listening, accepting, saying anything
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+                listener.bind(str(path))
+                listener.listen()
+                os.write(write_end, b"x")
+                listener.settimeout(30)
+                conn, _ = listener.accept()
+                conn.recv(65536)
+                conn.sendall(b"NOT-A-CUBIN" * 10)
+                conn.close()
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    try:
+        assert os.read(read_end, 1) == b"x"
+        with pytest.raises(ServerError, match=r"runs as uid 65534, not as this user \(uid 0\)"):
+            SyncEngine(arch=ARCH, server=str(path)).start()
+    finally:
+        os.close(read_end)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_server_of_another_toolkit_is_refused(server_dir: Path, tmp_path: Path) -> None:
+    """A server named by its socket must compile with this process's toolkit, as one
+    found with server="auto" does: both identities are named."""
+    other = tmp_path / "other"
+    other.mkdir(mode=0o700)
+    env = {**os.environ, "CUDA_HOME": "/elsewhere/cuda"}  # another toolkit fingerprint
+    process = subprocess.Popen(
+        [sys.executable, "-m", "asynccomp", "serve", "--server-dir", str(other)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        socket_path = next(iter(_wait_for_socket(other)))
+        mine = server_paths(server_dir).identity
+        theirs = socket_path.name.removeprefix("server-").removesuffix(".sock")
+        assert theirs != mine
+        with pytest.raises(ServerError, match=rf"identity {theirs}.*identity is {mine}"):
+            SyncEngine(arch=ARCH, server=str(socket_path)).start()
+    finally:
+        process.kill()
+        process.wait()
+
+
+def _wait_for_socket(folder: Path, within: float = 60) -> list[Path]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        found = list(folder.glob("*.sock"))
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"no socket in {folder}")
+
+
+# -- bad paths and settings -------------------------------------------------------------------
+
+
+def test_bad_server_paths_are_server_errors_that_say_what_to_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    with pytest.raises(ServerError, match=r"cannot reach a compile server at .*file/x\.sock"):
+        SyncEngine(arch=ARCH, server=str(a_file / "x.sock")).start()
+    long_path = tmp_path / ("d" * 120) / "s.sock"
+    with pytest.raises(ServerError, match="over the 107 a Unix socket's path may have"):
+        SyncEngine(arch=ARCH, server=str(long_path)).start()
+    monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(tmp_path / ("d" * 120)))
+    with pytest.raises(ServerError, match=r"set ASYNCCOMP_SERVER_DIR .* to a shorter folder"):
+        SyncEngine(arch=ARCH, server="auto").start()
+    monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(a_file / "sub"))
+    with pytest.raises(ServerError, match=r"folder .* cannot be made"):
+        SyncEngine(arch=ARCH, server="auto").start()
+
+
+@pytest.mark.parametrize(
+    "value", ["/nonexistent/folder/server.sock", "yes please", "/dev/null", "x" * 300]
+)
+def test_the_tvm_facade_falls_back_in_process_with_one_warning(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asynccomp.tvm
+
+    monkeypatch.setenv("ASYNCCOMP_SERVER", value)
+    asynccomp.tvm.shutdown()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cubin = asynccomp.tvm.compile_cuda(scale_kernel(), arch=ARCH)
+        cubin_again = asynccomp.tvm.compile_cuda(scale_kernel(3.0), arch=ARCH)
+    assert bytes(cubin[:4]) == b"\x7fELF" and bytes(cubin_again[:4]) == b"\x7fELF"
+    said = [w for w in caught if issubclass(w.category, AsyncCompWarning)]
+    assert len(said) == 1, [str(w.message) for w in said]
+    assert "compiling in this process" in str(said[0].message)
+    assert asynccomp.tvm.engine().where == "in process"
+
+
+# -- a server's life --------------------------------------------------------------------------
+
+
+@needs_nvcc
+def test_sigterm_stops_the_server_cleanly(server_dir: Path) -> None:
+    """SIGTERM while nvcc compiles: the client's job is ServerLost, the socket goes,
+    the lock is free, nvcc and the NVRTC workers are gone."""
+    with running_server(server_dir) as (process, paths):
+        server = psutil.Process(process.pid)
+        lost: list[object] = []
+
+        def client() -> None:
+            with SyncEngine(arch=ARCH, server=str(paths.socket)) as engine:
+                engine.compile(CompileJob(scale_kernel(1.0)))  # an NVRTC worker starts
+                lost.append(engine.compile(CompileJob(slow_kernel(), backend="nvcc")).error)
+
+        thread = threading.Thread(target=client)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not any("nvcc" in " ".join(p.cmdline()) for p in _children(server)):
+            assert time.monotonic() < deadline and thread.is_alive(), "nvcc never started"
+            time.sleep(0.05)
+        below = _children(server)
+        assert any("_nvrtc_worker" in " ".join(p.cmdline()) for p in below)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        thread.join(30)
+        assert [type(e) for e in lost] == [ServerLost]
+        assert not paths.socket.exists()
+        fd = os.open(paths.lock, os.O_RDWR)
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free
+        finally:
+            os.close(fd)
+        assert all(wait_gone(p.pid, 15) for p in below), [p.pid for p in below]
+
+
+def _children(process: psutil.Process) -> list[psutil.Process]:
+    found = []
+    for child in process.children(recursive=True):
+        try:
+            child.cmdline()
+            found.append(child)
+        except psutil.Error:
+            pass
+    return found
+
+
+def test_a_client_at_the_idle_deadline_starts_a_new_server(server_dir: Path) -> None:
+    """A server stopping at its idle deadline may accept a client, then close at hello
+    and take its socket away: the client starts a new server instead of failing."""
+    paths = server_paths(server_dir)
+    accepted = threading.Event()
+
+    def stopping_server() -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(str(paths.socket))
+            listener.listen()
+            conn, _ = listener.accept()
+            paths.socket.unlink()  # what a stopping server does first
+            conn.close()
+            accepted.set()
+
+    thread = threading.Thread(target=stopping_server)
+    thread.start()
+    while not paths.socket.exists():
+        time.sleep(0.01)
+    with SyncEngine(arch=ARCH, server="auto") as engine:
+        assert engine.compile(CompileJob(scale_kernel(4.0))).ok
+        assert engine.where.startswith("on the compile server (pid")
+    thread.join(10)
+    assert accepted.is_set() and server_pid(paths) is not None
+
+
+async def test_a_setting_the_server_overrides_is_one_warning_naming_its_value(
+    server_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    theirs = tmp_path / "server-cache"
+    with running_server(server_dir, "--cache-dir", str(theirs)) as (_, paths):
+        monkeypatch.setenv("ASYNCCOMP_CACHE_DIR", str(tmp_path / "mine"))
+        with pytest.warns(AsyncCompWarning, match=f"caches in {theirs}") as caught:
+            async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
+                assert (await engine.compile(CompileJob(scale_kernel()))).ok
+        assert len(caught) == 1
+        monkeypatch.setenv("ASYNCCOMP_CACHE_DIR", str(theirs))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the same folder: nothing to say
+            async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
+                assert (await engine.compile(CompileJob(scale_kernel(2.5)))).ok
+
+
+# -- what the command line says ---------------------------------------------------------------
+
+
+def _cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "asynccomp", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_command_line_says_where_jobs_ran_and_counts_the_servers_hits(
+    server_dir: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    env = {**os.environ, "ASYNCCOMP_CACHE_DIR": str(cache), "ASYNCCOMP_SERVER_DIR": str(server_dir)}
+    kernel = tmp_path / "k.cu"
+    kernel.write_text(scale_kernel())
+    here = _cli("compile", str(kernel), "--arch", ARCH, env=env, cwd=tmp_path)
+    assert here.returncode == 0, here.stderr
+    assert "in process" in here.stdout
+    with running_server(server_dir, "--cache-dir", str(cache)) as (process, _):
+        there = _cli("compile", str(kernel), "--arch", ARCH, env=env, cwd=tmp_path)
+        assert there.returncode == 0, there.stderr
+        assert f"on the compile server (pid {process.pid})" in there.stdout
+        # A usage error keeps its shape with a server running: exit 2, one line.
+        bad = _cli("compile", str(kernel), "--arch", "sm_999", env=env, cwd=tmp_path)
+        assert bad.returncode == 2
+        assert bad.stderr.count("\n") == 1 and "asynccomp: error: invalid arch" in bad.stderr
+        stats = json.loads(_cli("cache", "stats", "--json", env=env, cwd=tmp_path).stdout)
+        assert stats["server"]["pid"] == process.pid
+        assert (
+            stats["server"]["unsaved"]["memory_hits"] + stats["server"]["unsaved"]["disk_hits"] == 1
+        )
+        assert stats["disk_hits"] + stats["memory_hits"] >= 1
+        doctor = _cli("doctor", "--json", env=env, cwd=tmp_path)
+        facts = json.loads(doctor.stdout)["server"]
+        assert facts["running"] and facts["settings"]["cache_dir"] == str(cache.resolve())
+        assert "slots" in facts["settings"]
+
+
+async def test_running_and_statistics_on_a_server_engine(server_dir: Path) -> None:
+    """A server engine reports its own jobs running, as an engine in process does."""
+    async with Engine(arch=ARCH, server="auto") as engine, anyio.create_task_group() as tg:
+        tg.start_soon(engine.compile, CompileJob(slow_kernel(6000), name="slow"))
+        await wait_until(lambda: engine.statistics().running == 1)
+        assert [job.name for job, _ in engine.running()] == ["slow"]
+        await wait_until(lambda: engine.statistics().workers >= 1)  # the server's, live
+        tg.cancel_scope.cancel()
