@@ -28,7 +28,7 @@ from asynccomp import (
     InvalidJob,
 )
 
-from .doors import Door, open_door
+from .doors import Door, DoorEngine, open_door
 from .kernels import ARCH, broken_kernel, scale_kernel, slow_kernel
 from .ray_cluster import RayCluster
 from .servers import new_server_dir, running_server

@@ -74,7 +74,13 @@ def test_relative_includes_are_the_clients_files_wherever_it_compiles(
     client, elsewhere = tmp_path / "client", tmp_path / "elsewhere"
     _headers(client, 1, 2)
     _headers(elsewhere, 7, 8)
-    job = CompileJob(INCLUDING, name="inc", backend=backend, output="ptx", options=["-I", "inc"])
+    job = CompileJob(
+        INCLUDING,
+        name="inc",
+        backend="nvcc" if backend == "nvcc" else "nvrtc",
+        output="ptx",
+        options=["-I", "inc"],
+    )
 
     def constant(ptx: bytes | None) -> bool:
         assert ptx is not None
