@@ -44,11 +44,11 @@ if TYPE_CHECKING:
     from .toolkit import Toolkit
 
 __all__ = (
+    "EngineConfig",
     "JOB_SETTINGS",
+    "NvrtcModeSetting",
     "RUNNER_SETTINGS",
     "WORKER_SETTINGS",
-    "EngineConfig",
-    "NvrtcModeSetting",
 )
 
 NvrtcModeSetting = Literal["auto", "threads", "processes"]

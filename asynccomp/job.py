@@ -18,9 +18,9 @@ from typing import Literal, get_args
 from .errors import InvalidJob
 
 __all__ = (
-    "MAX_SOURCE_CHARS",
     "Backend",
     "CompileJob",
+    "MAX_SOURCE_CHARS",
     "OutputFormat",
     "nvrtc_arch",
     "parse_arch",

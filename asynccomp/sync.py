@@ -245,11 +245,13 @@ class SyncResults:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._owner._portal is not self._portal:
-            return  # the engine was closed (it finished or cancelled the batch)
-        try:
-            self._portal.call(self._completed.__aexit__, exc_type, exc, tb)
-        except RuntimeError as error:
-            if isinstance(error, EngineClosed) or self._owner._portal is self._portal:
-                raise
-            # Closed by another thread meanwhile: nothing is left to leave.
+        if self._owner._portal is self._portal:
+            try:
+                self._portal.call(self._completed.__aexit__, exc_type, exc, tb)
+                return
+            except RuntimeError as error:
+                if isinstance(error, EngineClosed) or self._owner._portal is self._portal:
+                    raise
+        # The engine was closed (by another thread): it finished or cancelled the batch,
+        # and its event loop is gone; what is left to do is plain code.
+        self._completed.discard()

@@ -1,7 +1,14 @@
-"""A real Redis server (Debian's redis-server) for the remote cache's tests."""
+"""A real Redis server (Debian's redis-server) for the remote cache's tests.
+
+A remote tier needs the team's key (``$ASYNCCOMP_REMOTE_CACHE_KEY``): while a
+:class:`RedisServer` runs, the environment holds :data:`TEAM_KEY`, as the machines of a
+team sharing that Redis would, and :meth:`RedisServer.stop` puts back what was there.
+"""
 
 from __future__ import annotations
 
+import io
+import os
 import shutil
 import socket
 import subprocess
@@ -11,7 +18,12 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ("RedisServer", "free_port", "redis_server")
+from asynccomp.cache import REMOTE_CACHE_KEY_ENV, REMOTE_CACHE_KEY_FILE_ENV
+
+__all__ = ("TEAM_KEY", "RedisServer", "free_port", "redis_server", "team_key")
+
+#: The key the tests' team shares (a real key would be random: secrets.token_hex(32)).
+TEAM_KEY = "the tests' team key, 0123456789abcdef"
 
 
 def free_port() -> int:
@@ -21,14 +33,18 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """``redis-server`` on a free local port, without persistence."""
+    """``redis-server`` on a free local port, without persistence; its team's key in the
+    environment until :meth:`stop`. ``password``: clients must log in (``requirepass``),
+    and :attr:`url` says the password."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, password: str | None = None) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.skip("redis-server is not installed (apt-get install redis-server)")
         self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.password = password
+        login = f":{password}@" if password is not None else ""
+        self.url = f"redis://{login}127.0.0.1:{self.port}/0"
         self.process = subprocess.Popen(
             [
                 binary,
@@ -42,6 +58,7 @@ class RedisServer:
                 "no",
                 "--dir",
                 str(folder),
+                *(["--requirepass", password] if password is not None else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -51,17 +68,43 @@ class RedisServer:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("redis-server did not start")
             time.sleep(0.02)
+        self._saved_key: dict[str, str | None] | None = {
+            name: os.environ.pop(name, None)
+            for name in (REMOTE_CACHE_KEY_ENV, REMOTE_CACHE_KEY_FILE_ENV)
+        }
+        os.environ[REMOTE_CACHE_KEY_ENV] = TEAM_KEY
+
+    def _send(self, sock: socket.socket, *args: str | bytes) -> io.BufferedReader:
+        """Log in when the server wants it, send one command; the reply's stream."""
+        login = [("AUTH", self.password)] if self.password is not None else []
+        parts = []
+        for command in [*login, args]:
+            parts.append(b"*%d\r\n" % len(command))
+            for arg in command:
+                data = arg if isinstance(arg, bytes) else arg.encode()
+                parts += [b"$%d\r\n" % len(data), data, b"\r\n"]
+        sock.sendall(b"".join(parts))
+        reply = sock.makefile("rb")
+        if login:
+            assert reply.readline() == b"+OK\r\n"
+        return reply
 
     def command(self, *args: str | bytes) -> bytes:
         """One raw command and the raw reply (for the tests' own checks)."""
-        parts = [b"*%d\r\n" % len(args)]
-        for arg in args:
-            data = arg if isinstance(arg, bytes) else arg.encode()
-            parts += [b"$%d\r\n" % len(data), data, b"\r\n"]
         with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
-            sock.sendall(b"".join(parts))
-            reply = sock.recv(1 << 20)
-        return reply
+            reply = self._send(sock, *args)
+            return reply.read1(1 << 20)
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value under ``key`` (read whole, however large)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+            reply = self._send(sock, "GET", key)
+            size = int(reply.readline()[1:])
+            return None if size < 0 else reply.read(size)
+
+    def set(self, key: bytes, value: bytes) -> None:
+        """Store ``value`` under ``key``, as anyone who can reach the Redis can."""
+        assert self.command("SET", key, value).startswith(b"+OK")
 
     def answers(self) -> bool:
         try:
@@ -77,6 +120,20 @@ class RedisServer:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        saved, self._saved_key = self._saved_key, None
+        for name, value in (saved or {}).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture
+def team_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The team's key in the environment (for remote tiers without a RedisServer)."""
+    monkeypatch.delenv(REMOTE_CACHE_KEY_FILE_ENV, raising=False)
+    monkeypatch.setenv(REMOTE_CACHE_KEY_ENV, TEAM_KEY)
+    return TEAM_KEY
 
 
 @pytest.fixture

@@ -15,12 +15,12 @@ import anyio
 import pytest
 
 from asynccomp import CompileError, CompileJob, Engine
-from asynccomp.cache import RedisCache, RemoteCacheWarning
+from asynccomp.cache import CacheAuthWarning, RedisCache, RemoteCacheWarning
 
 from .kernels import ARCH, needs_nvcc, scale_kernel
-from .redis_server import RedisServer, free_port, redis_server
+from .redis_server import RedisServer, free_port, redis_server, team_key
 
-__all__ = ("redis_server",)
+__all__ = ("redis_server", "team_key")
 
 BACKENDS = ["nvrtc", pytest.param("nvcc", marks=needs_nvcc)]
 
@@ -162,11 +162,15 @@ async def test_a_damaged_remote_entry_is_a_miss(tmp_path: Path, redis_server: Re
     async with Engine(arch=ARCH, cache_dir=tmp_path / "a", remote_cache=redis_server.url) as a:
         good = await a.compile(job)
     [key] = redis_server.stored_keys()
-    stored = redis_server.command("GET", key)
-    redis_server.command("SET", key, stored[: len(stored) // 2] + b"tampered")
-    async with Engine(arch=ARCH, cache_dir=tmp_path / "b", remote_cache=redis_server.url) as b:
-        again = await b.compile(job)
+    stored = redis_server.get(key)
+    assert stored is not None
+    redis_server.set(key, stored[: len(stored) // 2] + b"tampered")
+    # Damage cannot be told from forgery: the seal fails either way.
+    with pytest.warns(CacheAuthWarning, match="1 entry .* failed authentication"):
+        async with Engine(arch=ARCH, cache_dir=tmp_path / "b", remote_cache=redis_server.url) as b:
+            again = await b.compile(job)
     assert again.ok and not again.cached and again.binary == good.binary
+    assert b.cache is not None and b.cache.stats.forged == 1
 
 
 async def test_entries_over_the_size_cap_stay_local(
@@ -178,7 +182,7 @@ async def test_entries_over_the_size_cap_stay_local(
     assert redis_server.stored_keys() == [] and remote.skipped == 1
 
 
-async def test_a_remote_that_is_down_costs_no_compile(tmp_path: Path) -> None:
+async def test_a_remote_that_is_down_costs_no_compile(tmp_path: Path, team_key: str) -> None:
     url = f"redis://127.0.0.1:{free_port()}/0"  # nobody listens there
     jobs = [CompileJob(scale_kernel(20.0 + i)) for i in range(4)]
     with pytest.warns(RemoteCacheWarning, match="not usable"):
@@ -187,7 +191,7 @@ async def test_a_remote_that_is_down_costs_no_compile(tmp_path: Path) -> None:
     assert all(r.ok for r in results)
 
 
-async def test_a_remote_that_never_answers_stalls_nothing(tmp_path: Path) -> None:
+async def test_a_remote_that_never_answers_stalls_nothing(tmp_path: Path, team_key: str) -> None:
     # A server that accepts connections and never says a word.
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

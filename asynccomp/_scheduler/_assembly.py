@@ -17,7 +17,6 @@ takes down what it had started, in reverse order, and raises.
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -79,6 +78,7 @@ def check_arch(toolkit: Toolkit, backend: str, arch: str, what: str) -> None:
 async def assemble(
     config: EngineConfig,
     *,
+    remote: RemoteCache | None,
     workers: Mapping[str, int],
     cost_model: CostModel,
     make_backends: MakeBackends,
@@ -91,7 +91,9 @@ async def assemble(
     await anyio.to_thread.run_sync(dumps.open_engine_root)
     if config.server is not None:
         return await _on_server(config, dumps, cost_model, make_backends, task_group, stack)
-    return await _in_process(config, dumps, workers, cost_model, make_backends, task_group, stack)
+    return await _in_process(
+        config, remote, dumps, workers, cost_model, make_backends, task_group, stack
+    )
 
 
 def _front(
@@ -134,6 +136,7 @@ class LocalRunner:
 async def start_local(
     config: EngineConfig,
     *,
+    remote: RemoteCache | None,
     workers: Mapping[str, int],
     make_backends: MakeBackends,
     task_group: anyio.abc.TaskGroup,
@@ -153,7 +156,7 @@ async def start_local(
         await anyio.to_thread.run_sync(local_gpu_arch)
     else:
         check_arch(toolkit, "nvrtc", config.arch, "Engine(arch=...)")
-    cache = await anyio.to_thread.run_sync(_make_cache, config)
+    cache = await anyio.to_thread.run_sync(_make_cache, config, remote)
     local = backends = make_backends(toolkit)
     slots = dict(workers)
     shared_slots = on_cluster = False
@@ -181,6 +184,7 @@ async def start_local(
 
 async def _in_process(
     config: EngineConfig,
+    remote: RemoteCache | None,
     dumps: DumpRegistry,
     workers: Mapping[str, int],
     cost_model: CostModel,
@@ -189,7 +193,12 @@ async def _in_process(
     stack: contextlib.AsyncExitStack,
 ) -> Parts:
     local = await start_local(
-        config, workers=workers, make_backends=make_backends, task_group=task_group, stack=stack
+        config,
+        remote=remote,
+        workers=workers,
+        make_backends=make_backends,
+        task_group=task_group,
+        stack=stack,
     )
     front = _front(config, local.toolkit, local.renderers, local.scheduler, dumps, cost_model)
     return Parts(local.toolkit, local.scheduler, front, local.cache, local.on_cluster)
@@ -212,7 +221,7 @@ def default_backends(
     }
 
 
-def _make_cache(config: EngineConfig) -> ResultCache | None:
+def _make_cache(config: EngineConfig, remote: RemoteCache | None) -> ResultCache | None:
     """Blocking: the engine's cache (``None`` when caching is off)."""
     from ..cache import default_cache_dir
 
@@ -227,20 +236,20 @@ def _make_cache(config: EngineConfig) -> ResultCache | None:
         memory_bytes=config.memory_cache_bytes,
         disk_bytes=config.disk_cache_bytes,
         cache_failures=config.cache_failures,
-        remote=remote_cache(config.remote_cache),
+        remote=remote,
     )
 
 
 def remote_cache(value: object) -> RemoteCache | None:
-    """The remote tier ``remote_cache`` asks for (a URL checked now; ``None`` reads
-    ``$ASYNCCOMP_REMOTE_CACHE``)."""
-    from ..cache import REMOTE_CACHE_ENV, remote_cache_from_url
+    """The remote tier ``remote_cache`` asks for, made (not connected) and checked now:
+    a bad URL, or a missing key, is :class:`~asynccomp.InvalidJob` as the engine is made;
+    ``None`` reads ``$ASYNCCOMP_REMOTE_CACHE``."""
+    from ..cache import remote_cache_from_environment, remote_cache_from_url
 
     if value is False:
         return None
     if value is None:
-        url = os.environ.get(REMOTE_CACHE_ENV, "").strip()
-        return remote_cache_from_url(url) if url else None
+        return remote_cache_from_environment(strict=True)
     if isinstance(value, RemoteCache):
         return value
     assert isinstance(value, str)

@@ -61,6 +61,12 @@ class CompletedResults:
         engine._task_group.start_soon(run)
         return receive
 
+    def discard(self) -> None:
+        """Close the results stream without the event loop (it is gone: the engine
+        closed while a blocking caller still held the block)."""
+        if self._receive is not None:
+            self._receive.close()
+
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,

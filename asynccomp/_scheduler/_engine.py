@@ -27,7 +27,14 @@ from ..job import CompileJob
 from ..result import CompileResult
 from ..statistics import EngineStatistics
 from ..toolkit import Toolkit
-from ._assembly import Parts, assemble, check_arch, default_backends, local_workers
+from ._assembly import (
+    Parts,
+    assemble,
+    check_arch,
+    default_backends,
+    local_workers,
+    remote_cache,
+)
 from ._batch import Batch
 from ._completed import CompletedResults
 
@@ -188,8 +195,12 @@ class Engine:
         self.config = config
         self._local_workers: dict[str, int] = {}
         self._nvrtc_mode: NvrtcMode = "threads"
+        self._remote: RemoteCache | None = None
         if config.server is None:
-            # Counts now: a count lowered to fit memory warns, for a valid engine only.
+            # The remote tier is made (not connected) and checked now: a bad URL or a
+            # missing key fails here, as any bad setting does.
+            self._remote = remote_cache(config.remote_cache) if config.cache else None
+            # Counts last: a count lowered to fit memory warns, for a valid engine only.
             workers, mode = local_workers(config)
             self._local_workers, self._nvrtc_mode = workers, mode  # type: ignore[assignment]
         self.cost_model = CostModel() if config.cost_model is None else config.cost_model
@@ -284,6 +295,7 @@ class Engine:
                 unwind.push_async_exit(stack)
                 self._parts = await assemble(
                     self.config,
+                    remote=self._remote,
                     workers=self._local_workers,
                     cost_model=self.cost_model,
                     make_backends=self._make_backends,

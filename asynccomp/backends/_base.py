@@ -87,6 +87,8 @@ def with_caller_folders(flags: list[str], source: str, cwd: str | None) -> list[
             pending = True
         elif flag.startswith("--include-path="):
             flag = "--include-path=" + str(Path(cwd, flag[len("--include-path=") :]))
+        elif flag.startswith("-I=") and len(flag) > 3:  # NVRTC's other spelling
+            flag = "-I=" + str(Path(cwd, flag[3:]))
         elif flag.startswith("-I") and len(flag) > 2:
             flag = "-I" + str(Path(cwd, flag[2:]))
         out.append(flag)

@@ -11,7 +11,10 @@ options, the compiler's identity and a fingerprint of the include folders
   shared by every process and every run on the machine, bounded in bytes and trimmed
   least-recently-used first;
 * optionally a :class:`RemoteCache` shared by machines: :class:`RedisCache`
-  (``Engine(remote_cache="redis://host:6379/0")`` or ``$ASYNCCOMP_REMOTE_CACHE``).
+  (``Engine(remote_cache="redis://host:6379/0")`` or ``$ASYNCCOMP_REMOTE_CACHE``), whose
+  entries are sealed with a key the team shares (:class:`RemoteAuth`:
+  ``$ASYNCCOMP_REMOTE_CACHE_KEY`` or ``$ASYNCCOMP_REMOTE_CACHE_KEY_FILE``); an entry
+  that fails authentication is a miss, never kept locally.
 
 Entries remember the headers a compile read from outside the toolkit, with their
 digests, and a hit whose headers changed is a miss (see :mod:`._deps`).
@@ -40,8 +43,10 @@ time is safe, even while processes use it.
 from __future__ import annotations
 
 from ..errors import CacheUnavailable, CacheWarning
+from ._auth import REMOTE_CACHE_KEY_ENV, REMOTE_CACHE_KEY_FILE_ENV, RemoteAuth
 from ._disk import DiskCache
 from ._entry import (
+    CacheAuthWarning,
     CacheCorruptionWarning,
     CacheDirWarning,
     CacheEntry,
@@ -58,12 +63,19 @@ from ._keys import (
 )
 from ._memory import MemoryCache, entry_size
 from ._redis import RedisCache
-from ._remote import REMOTE_CACHE_ENV, RemoteCache, RemoteCacheWarning, remote_cache_from_url
+from ._remote import (
+    REMOTE_CACHE_ENV,
+    RemoteCache,
+    RemoteCacheWarning,
+    remote_cache_from_environment,
+    remote_cache_from_url,
+)
 from ._results import CacheStats, ResultCache, compiler_identity
 
 __all__ = (
     "CACHE_DIR_ENV",
     "CACHE_FORMAT_VERSION",
+    "CacheAuthWarning",
     "CacheCorruptionWarning",
     "CacheDirWarning",
     "CacheEntry",
@@ -75,7 +87,10 @@ __all__ = (
     "DiskCache",
     "MemoryCache",
     "REMOTE_CACHE_ENV",
+    "REMOTE_CACHE_KEY_ENV",
+    "REMOTE_CACHE_KEY_FILE_ENV",
     "RedisCache",
+    "RemoteAuth",
     "RemoteCache",
     "RemoteCacheWarning",
     "ResultCache",
@@ -85,5 +100,6 @@ __all__ = (
     "default_cache_dir",
     "entry_size",
     "include_identity",
+    "remote_cache_from_environment",
     "remote_cache_from_url",
 )

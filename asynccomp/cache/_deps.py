@@ -9,15 +9,13 @@ them, and a changed, vanished or newly appeared one makes the entry a miss.
 Where the list comes from:
 
 - nvcc: its own report, ``-MMD -MF`` (read by the nvcc backend).
-- NVRTC has no dependency option (NVRTC 13.5 accepts none of ``-M``, ``-MD``, ``-MF``,
-  ``--generate-dependencies``...), so :func:`scan_includes` follows the ``#include``
-  lines of the source and of every header it finds outside the toolkit, as NVRTC
-  resolves them: a quoted include in the folder of the file that includes it (for the
-  source itself, the compiling process's working folder, which is where NVRTC looks for
-  a program with a relative name), then the ``-I`` folders in order. It errs on the
-  safe side: includes under an ``#if`` that is false are followed too, and the folders
-  that were searched before the one a header was found in are recorded as not holding
-  it, so a header that appears there later is noticed.
+- NVRTC has no dependency option, so :func:`scan_includes` (:mod:`._includes`) reads the
+  ``#include`` lines as NVRTC resolves them, and says when it cannot know.
+
+Checks are bounded: a recorded path is only read when it is a regular file, and only up
+to its recorded size (see :mod:`._files`). A dependency that became a FIFO, a device, a
+folder, unreadable or larger is a miss, never a hang; a lookup costs one ``stat`` per
+dependency when nothing changed.
 
 A dependency whose mtime is not older than the compile's start is not trusted (it may
 have changed while the compiler read it): such a result is not cached.
@@ -25,23 +23,23 @@ have changed while the compiler read it): such a result is not cached.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-from collections.abc import Iterable, Sequence
+import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from ._files import digest_regular
+from ._includes import READ_LIMIT, IncludeSearch, UnknownIncludes, include_dirs_of, scan_includes
 
 __all__ = (
     "Dependency",
+    "IncludeSearch",
+    "UnknownIncludes",
     "dependencies_changed",
     "include_dirs_of",
     "scan_includes",
     "snapshot",
 )
-
-_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
-# Headers larger than this are not followed (a data blob behind an #include).
-_SCAN_LIMIT = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -66,119 +64,70 @@ class Dependency:
             and isinstance(size, int)
             and isinstance(mtime, int)
             and (digest is None or isinstance(digest, str))
+            and "\0" not in path
+            and size >= 0
         ):
             raise ValueError(f"not a dependency: {value!r}")
         return cls(path, size, mtime, digest)
 
 
-def include_dirs_of(options: Sequence[str]) -> list[str]:
-    """The ``-I`` folders of an option list, in order (``-Idir``, ``-I dir``,
-    ``--include-path=dir``, ``--include-path dir``)."""
-    dirs: list[str] = []
-    pending = False
-    for option in options:
-        if pending:
-            dirs.append(option)
-            pending = False
-        elif option in ("-I", "--include-path"):
-            pending = True
-        elif option.startswith("--include-path="):
-            dirs.append(option[len("--include-path=") :])
-        elif option.startswith("-I"):
-            dirs.append(option[2:])
-    return dirs
-
-
-def _under(path: str, roots: Sequence[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
-
-
-def scan_includes(
-    source: bytes,
-    include_dirs: Sequence[str],
-    toolkit_dirs: Sequence[str],
-    cwd: str,
-) -> tuple[list[str], list[str]]:
-    """``(found, absent)``: the files outside the toolkit that ``source`` includes,
-    directly or through them, and the paths searched before each was found."""
-    toolkit = [os.path.realpath(d) for d in toolkit_dirs]
-    found: dict[str, None] = {}
-    absent: dict[str, None] = {}
-    pending: list[tuple[bytes, str | None]] = [(source, None)]
-    while pending:
-        text, folder = pending.pop()
-        for kind, name_bytes in _INCLUDE.findall(text):
-            name = name_bytes.decode("utf-8", "surrogateescape").strip()
-            candidates: list[str] = []
-            if kind == b'"':
-                candidates.append(folder if folder is not None else cwd)
-            candidates += include_dirs
-            for base in candidates:
-                path = os.path.normpath(os.path.join(base, name))
-                if not os.path.isfile(path):
-                    if not _under(os.path.realpath(path), toolkit):
-                        absent[path] = None  # searched first: its appearing changes things
-                    continue
-                if _under(os.path.realpath(path), toolkit):
-                    break  # the toolkit's: covered by its fingerprint
-                if path not in found:
-                    found[path] = None
-                    try:
-                        if os.path.getsize(path) <= _SCAN_LIMIT:
-                            with open(path, "rb") as header:
-                                pending.append((header.read(), os.path.dirname(path)))
-                    except OSError:
-                        pass
-                break
-    return list(found), [p for p in absent if p not in found]
-
-
-def _digest(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def snapshot(
     found: Iterable[str], absent: Iterable[str], *, not_before_ns: int
 ) -> list[Dependency] | None:
-    """The dependencies as they are now; ``None`` when one was modified at or after
-    ``not_before_ns`` (the compile's start: it may have read it half-written)."""
+    """The dependencies as they are now; ``None`` (do not cache) when they cannot be
+    recorded for sure: ``found`` is :class:`UnknownIncludes`, a file was modified at or
+    after ``not_before_ns`` (the compile's start: it may have read it half-written), is
+    not a regular file, cannot be read, is over 64 MiB, or an absent path appeared."""
+    if isinstance(found, UnknownIncludes):
+        return None
     deps: list[Dependency] = []
-    for path in dict.fromkeys(found):
+    found = list(dict.fromkeys(found))
+    for path in found:
         try:
-            st = os.stat(path)
-            if st.st_mtime_ns >= not_before_ns:
-                return None
-            deps.append(Dependency(path, st.st_size, st.st_mtime_ns, _digest(path)))
+            st, digest = digest_regular(path, READ_LIMIT)
         except OSError:
-            return None  # vanished since: nothing sure to record
+            return None
+        if st.st_mtime_ns >= not_before_ns:
+            return None
+        deps.append(Dependency(path, st.st_size, st.st_mtime_ns, digest))
     for path in dict.fromkeys(absent):
-        if not os.path.exists(path):
+        if path in found:
+            continue
+        try:
+            os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
             deps.append(Dependency(path, 0, 0, None))
+            continue
+        except (OSError, ValueError):
+            pass
+        return None  # appeared since the scan, or cannot be looked at: what did it see?
     return deps
+
+
+def _changed(dep: Dependency) -> bool:
+    try:
+        st = os.stat(dep.path)
+    except (FileNotFoundError, NotADirectoryError):
+        return dep.digest is not None  # was there, is gone
+    except (OSError, ValueError):
+        return True  # cannot be looked at: not to be trusted
+    if dep.digest is None or not stat.S_ISREG(st.st_mode):
+        return True  # was not there and is now, or is no longer a regular file
+    if st.st_size == dep.size and st.st_mtime_ns == dep.mtime_ns:
+        return False
+    if st.st_size != dep.size or dep.size > READ_LIMIT:
+        return True
+    try:
+        _, digest = digest_regular(dep.path, dep.size)
+    except OSError:
+        return True  # not regular any more, unreadable, or changing
+    return digest != dep.digest
 
 
 def dependencies_changed(deps: Iterable[Dependency]) -> bool:
     """Whether any dependency differs from what was recorded: a cheap ``stat`` for the
     unchanged ones (same size and mtime), the content's digest for the others (so a file
-    only touched is still a hit)."""
-    for dep in deps:
-        try:
-            st = os.stat(dep.path)
-        except OSError:
-            if dep.digest is not None:
-                return True  # was there, is gone
-            continue
-        if dep.digest is None:
-            return True  # was not there, is now
-        if st.st_size == dep.size and st.st_mtime_ns == dep.mtime_ns:
-            continue
-        try:
-            if st.st_size != dep.size or _digest(dep.path) != dep.digest:
-                return True
-        except OSError:
-            return True
-    return False
+    only touched is still a hit). Anything odd (a FIFO, a device, a folder, a file that
+    cannot be read or changes while read) counts as changed; nothing blocks or reads
+    more than the recorded size plus one byte."""
+    return any(_changed(dep) for dep in deps)

@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import CacheWarning
 
 __all__ = (
+    "CacheAuthWarning",
     "CacheCorruptionWarning",
     "CacheDirWarning",
     "CacheEntry",
@@ -19,6 +20,12 @@ __all__ = (
 
 class CacheCorruptionWarning(CacheWarning):
     """A cache file was damaged (truncated, altered, not a cache entry); it was deleted."""
+
+
+class CacheAuthWarning(CacheWarning):
+    """Remote entries failed authentication (forged, or sealed with another key): they
+    were misses, recompiled, and were not kept in the local tiers. Issued once per
+    engine; ``CacheStats.forged`` counts them all."""
 
 
 class CacheReadWarning(CacheWarning):

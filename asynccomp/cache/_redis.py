@@ -7,15 +7,28 @@ backend and needs no dependency. Every request has a deadline (``timeout``, conn
 ``connect_timeout``); a failure closes the connection, and :class:`RemoteCache` answers
 misses until it is time to try again.
 
->>> cache = RedisCache.from_url("redis://:secret@cache.example:6380/2?ttl=3600")
+Entries live under ``<prefix><key id>:<cache key>``: the key id names the team's key
+(:class:`~asynccomp.cache.RemoteAuth`), so teams with different keys, or a key and its
+replacement, share a Redis without reading each other's entries as forged ones.
+
+Settings are checked when the store is made (a port of 0, a ``ttl`` of -5 or a
+``timeout`` of NaN raise :class:`~asynccomp.InvalidJob` naming the setting), and the
+password is never shown: ``repr`` and errors give the URL as ``redis://:***@host``.
+
+>>> from asynccomp.cache import RemoteAuth
+>>> cache = RedisCache.from_url(
+...     "redis://:secret@cache.example:6380/2?ttl=3600", auth=RemoteAuth("k" * 32)
+... )
 >>> (cache.host, cache.port, cache.db, cache.ttl)
 ('cache.example', 6380, 2, 3600)
+>>> cache
+RedisCache('redis://:***@cache.example:6380/2', key_id='7333d069d007')
 """
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -24,12 +37,41 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..errors import InvalidJob
-from ._remote import RemoteCache
+from ._auth import MISSING_KEY, RemoteAuth
+from ._remote import RemoteCache, _is_seconds, redacted_url
 
 __all__ = ("RedisCache", "RedisError")
 
 _CRLF = b"\r\n"
 _MAX_LINE = 64 * 1024
+# Redis keeps at most 512 MiB in one value.
+_MAX_VALUE = 512 * 2**20
+
+
+def _whole(value: object, low: int, high: int | None = None) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and value >= low
+        and (high is None or value <= high)
+    )
+
+
+# Each setting's check and what a bad value is told: the constructor and the URL's
+# parameters use the same ones, so a URL and RedisCache(...) refuse the same values.
+_CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "port": (lambda v: _whole(v, 1, 65535), "must be a port number, 1 to 65535"),
+    "db": (lambda v: _whole(v, 0), "must be a database number >= 0"),
+    "ttl": (lambda v: _whole(v, 1), "must be a whole number of seconds >= 1"),
+    "max_entry_bytes": (
+        lambda v: _whole(v, 1, _MAX_VALUE),
+        f"must be a number of bytes, 1 to {_MAX_VALUE} (Redis's largest value)",
+    ),
+    "timeout": (_is_seconds, "must be a finite number of seconds > 0"),
+    "connect_timeout": (_is_seconds, "must be a finite number of seconds > 0"),
+}
+# The URL's names for the settings that differ.
+_URL_NAMES = {"max_entry_bytes": "max_entry"}
 
 
 class RedisError(Exception):
@@ -79,10 +121,14 @@ class _Connection:
 
 
 class RedisCache(RemoteCache):
-    """Entries in Redis under ``prefix + key``, each kept ``ttl`` seconds.
+    """Entries in Redis under ``prefix + key id + ":" + key``, each kept ``ttl`` seconds.
 
     ``host``/``port`` or ``unix_socket`` say where; ``password`` (and ``username``, for
-    Redis 6 ACLs) and ``db`` how to log in; ``tls`` for ``rediss://``.
+    Redis 6 ACLs) and ``db`` how to log in; ``tls`` for ``rediss://``; ``auth`` the
+    team's key (default: from the environment, see :class:`RemoteCache`).
+
+    Raises:
+        InvalidJob: a setting has a bad value (naming it), or there is no key.
     """
 
     def __init__(
@@ -101,47 +147,114 @@ class RedisCache(RemoteCache):
         connect_timeout: float = 0.5,
         retry_after: float = 30.0,
         prefix: str = "asynccomp:",
+        auth: RemoteAuth | None = None,
     ) -> None:
+        settings = {
+            "port": port,
+            "db": db,
+            "ttl": ttl,
+            "max_entry_bytes": max_entry_bytes,
+            "timeout": timeout,
+            "connect_timeout": connect_timeout,
+        }
+        for field, value in settings.items():
+            check, problem = _CHECKS[field]
+            if not check(value):
+                raise InvalidJob(field, value, problem)
+        if unix_socket is None and not (isinstance(host, str) and host):
+            raise InvalidJob("host", host, "must be a host name or address")
+        if unix_socket is not None and not (isinstance(unix_socket, str) and unix_socket):
+            raise InvalidJob("unix_socket", unix_socket, "must be the path of a socket")
+        if username is not None and password is None:
+            # AUTH takes a user name only with a password; without one nothing is sent.
+            raise InvalidJob("username", username, "needs a password (Redis AUTH)")
         where = unix_socket or f"{host}:{port}"
-        super().__init__(f"redis {where}/{db}", retry_after=retry_after)
+        super().__init__(f"redis {where}/{db}", auth=auth, retry_after=retry_after)
         self.host, self.port, self.unix_socket = host, port, unix_socket
         self.db, self.username, self.password, self.tls = db, username, password, tls
         self.ttl, self.max_entry_bytes = ttl, max_entry_bytes
         self.timeout, self.connect_timeout = timeout, connect_timeout
         self.prefix = prefix
+        #: Where this team's entries live: the prefix and the key's id.
+        self.namespace = f"{prefix}{self.auth.key_id}:"
         self._connection: _Connection | None = None
         self._lock: anyio.Lock | None = None
 
+    def url(self) -> str:
+        """Where the store is, as a URL with the password hidden."""
+        login = ""
+        if self.password is not None:
+            login = f"{self.username or ''}:***@"
+        if self.unix_socket is not None:
+            return f"unix://{login}{self.unix_socket}" + (f"?db={self.db}" if self.db else "")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}://{login}{host}:{self.port}/{self.db}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url()!r}, key_id={self.auth.key_id!r})"
+
     @classmethod
-    def from_url(cls, url: str) -> RedisCache:
+    def from_url(cls, url: str, *, auth: RemoteAuth | None = None) -> RedisCache:
         """A store from ``redis://``, ``rediss://`` or ``unix://`` (see
         :func:`~asynccomp.cache.remote_cache_from_url`)."""
-        parts = urlsplit(url)
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        shown = redacted_url(url)
+
+        def refuse(problem: str) -> InvalidJob:
+            return InvalidJob("remote_cache", shown, problem)
+
         try:
+            parts = urlsplit(url)
+            query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
             options: dict[str, Any] = {
                 "username": unquote(parts.username) if parts.username else None,
-                "password": unquote(parts.password) if parts.password else None,
+                "password": unquote(parts.password) if parts.password is not None else None,
             }
+            raw: dict[str, str] = {}
             if parts.scheme == "unix":
+                if parts.hostname:
+                    raise refuse("a unix:// URL names a path: unix:///path/to/redis.sock")
                 options["unix_socket"] = unquote(parts.path)
-                options["db"] = int(query.pop("db", "0"))
+                raw["db"] = query.pop("db", "0")
             else:
+                port = parts.port  # ValueError when it is not a port number
                 options["host"] = parts.hostname or "localhost"
-                options["port"] = parts.port or 6379
-                options["db"] = int(parts.path.strip("/") or query.pop("db", "0"))
+                options["port"] = 6379 if port is None else port
+                raw["db"] = parts.path.strip("/") or query.pop("db", "0")
                 options["tls"] = parts.scheme == "rediss"
-            if "ttl" in query:
-                options["ttl"] = int(query.pop("ttl"))
-            if "max_entry" in query:
-                options["max_entry_bytes"] = int(query.pop("max_entry"))
+            for name, setting in (("ttl", "ttl"), ("max_entry", "max_entry_bytes")):
+                if name in query:
+                    raw[setting] = query.pop(name)
+            for setting, text in raw.items():
+                try:
+                    options[setting] = int(text)
+                except ValueError:
+                    name = _URL_NAMES.get(setting, setting)
+                    raise refuse(f"{name}={text!r}: {_CHECKS[setting][1]}") from None
             if "timeout" in query:
-                options["timeout"] = float(query.pop("timeout"))
-        except ValueError as exc:
-            raise InvalidJob("remote_cache", url, f"a bad value: {exc}") from None
+                text = query.pop("timeout")
+                try:
+                    options["timeout"] = float(text)
+                except ValueError:
+                    raise refuse(f"timeout={text!r}: {_CHECKS['timeout'][1]}") from None
+        except ValueError as exc:  # urlsplit: "Invalid IPv6 URL", a port out of range
+            raise refuse(f"not a URL that can be used: {exc}") from None
         if query:
-            raise InvalidJob("remote_cache", url, f"unknown parameters: {', '.join(query)}")
-        return cls(**options)
+            raise refuse(f"unknown parameters: {', '.join(query)}")
+        for setting in ("port", "db", "ttl", "max_entry_bytes", "timeout"):
+            check, problem = _CHECKS[setting]
+            if setting in options and not check(options[setting]):
+                name = _URL_NAMES.get(setting, setting)
+                raise refuse(f"{name} {options[setting]!r}: {problem}")
+        if options["username"] is not None and options["password"] is None:
+            raise refuse("a user name without a password: redis://user:password@host")
+        if "unix_socket" in options and not options["unix_socket"]:
+            raise refuse("no socket path: unix:///path/to/redis.sock")
+        if auth is None:
+            auth = RemoteAuth.from_environment()
+        if auth is None:
+            raise refuse(MISSING_KEY)
+        return cls(**options, auth=auth)
 
     async def _connect(self) -> _Connection:
         if self.unix_socket is not None:
@@ -186,13 +299,13 @@ class RedisCache(RemoteCache):
                 await connection.stream.aclose()
 
     async def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        found = await self._request("MGET", *(self.prefix + key for key in keys))
+        found = await self._request("MGET", *(self.namespace + key for key in keys))
         if not isinstance(found, list):
             raise RedisError(f"MGET answered {type(found).__name__}")
         return [item if isinstance(item, bytes) else None for item in found]
 
     async def _put(self, key: str, data: bytes) -> None:
-        await self._request("SET", self.prefix + key, data, "EX", self.ttl)
+        await self._request("SET", self.namespace + key, data, "EX", self.ttl)
 
     async def ping(self) -> bool:
         """Whether the store answers now (for ``asynccomp cache stats``)."""

@@ -1,9 +1,12 @@
 """The remote tier: a cache shared by machines, behind the memory and disk tiers.
 
 A remote store holds entries in the disk tier's format (magic, format version, a SHA-256
-over the whole entry, the key inside), so a remote hit is verified exactly as a disk hit
-is, and a store shared by machines with other toolkits can never answer with their
-binaries: the compiler's identity is in the key.
+over the whole entry, the key inside), sealed with an HMAC under the team's key
+(:class:`~asynccomp.cache.RemoteAuth`, :mod:`._auth`): anyone who can reach the store can
+write to it, so a value that does not verify is a miss, counted as forged, and never
+kept locally. A remote store cannot be made without a key. A store shared by machines
+with other toolkits can never answer with their binaries: the compiler's identity is
+in the key.
 
 A remote store must never fail or stall a compile: an implementation answers a lookup
 it cannot make with misses, within its own short timeouts, and stops asking for a
@@ -12,14 +15,18 @@ while after a failure (:class:`RemoteCache` keeps that state and issues one
 off every job's critical path.
 
 :func:`remote_cache_from_url` makes the store a URL names (``redis://``, ``rediss://``,
-``unix://``: :class:`~asynccomp.cache.RedisCache`); other stores implement
-:class:`RemoteCache`'s three methods.
+``unix://``: :class:`~asynccomp.cache.RedisCache`); :func:`remote_cache_from_environment`
+the one ``$ASYNCCOMP_REMOTE_CACHE`` names; other stores implement :class:`RemoteCache`'s
+three methods. Passwords in URLs are shown as ``***`` everywhere (:func:`redacted_url`).
 """
 
 from __future__ import annotations
 
 import abc
 import logging
+import math
+import os
+import re
 import time
 import warnings
 from collections.abc import Sequence
@@ -29,13 +36,18 @@ import anyio
 import anyio.to_thread
 
 from ..errors import CacheWarning, InvalidJob
+from ._auth import MISSING_KEY, RemoteAuth
+from ._entry import CacheAuthWarning
 
 __all__ = (
     "REMOTE_CACHE_ENV",
     "RemoteCache",
     "RemoteCacheWarning",
     "RemoteWriter",
+    "redacted_url",
+    "remote_cache_from_environment",
     "remote_cache_from_url",
+    "warn_forged",
 )
 
 logger = logging.getLogger("asynccomp.cache")
@@ -50,15 +62,36 @@ class RemoteCacheWarning(CacheWarning):
 
 
 class RemoteCache(abc.ABC):
-    """A store of encoded entries by key. Subclasses implement :meth:`_get_many`,
+    """A store of sealed entries by key. Subclasses implement :meth:`_get_many`,
     :meth:`_put` and :meth:`aclose`; failures there may raise anything: this class turns
-    them into misses, one warning, and a pause of ``retry_after`` seconds."""
+    them into misses, one warning, and a pause of ``retry_after`` seconds.
+
+    ``auth`` seals and verifies the entries (:meth:`RemoteAuth.seal`); ``None`` takes the
+    key from the environment (:meth:`RemoteAuth.from_environment`).
+
+    Raises:
+        InvalidJob: there is no key (``$ASYNCCOMP_REMOTE_CACHE_KEY`` and
+            ``$ASYNCCOMP_REMOTE_CACHE_KEY_FILE`` unset), the key is refused, or
+            ``retry_after`` is not a finite number of seconds >= 0.
+    """
 
     #: Entries larger than this are not stored.
     max_entry_bytes: int = 64 * 2**20
 
-    def __init__(self, name: str, *, retry_after: float = 30.0) -> None:
+    def __init__(
+        self, name: str, *, auth: RemoteAuth | None = None, retry_after: float = 30.0
+    ) -> None:
+        if not _is_seconds(retry_after, zero=True):
+            raise InvalidJob("retry_after", retry_after, "must be a finite number of seconds >= 0")
+        if auth is None:
+            auth = RemoteAuth.from_environment()
+        if auth is None:
+            raise InvalidJob("remote_cache", name, MISSING_KEY)
+        if not isinstance(auth, RemoteAuth):
+            raise InvalidJob("auth", auth, "must be an asynccomp.cache.RemoteAuth")
         self.name = name
+        #: The team's key: what :class:`RemoteWriter` seals with and lookups verify.
+        self.auth = auth
         self.retry_after = retry_after
         self._down_until = 0.0
         self._warned = False
@@ -89,7 +122,8 @@ class RemoteCache(abc.ABC):
                 pass  # warnings made errors (-W error): the log line above says it
 
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """The stored bytes of each key, ``None`` for a miss; never raises."""
+        """The stored (sealed, not yet verified: :meth:`RemoteAuth.unseal`) bytes of
+        each key, ``None`` for a miss; never raises."""
         if not keys:
             return []
         if not self.available:
@@ -105,7 +139,8 @@ class RemoteCache(abc.ABC):
         return found
 
     async def put(self, key: str, data: bytes) -> None:
-        """Store ``data`` under ``key``; never raises."""
+        """Store ``data`` (a sealed entry: :meth:`RemoteAuth.seal`) under ``key``;
+        never raises."""
         if len(data) > self.max_entry_bytes or not self.available:
             self.skipped += 1
             return
@@ -129,6 +164,9 @@ class RemoteCache(abc.ABC):
     def describe(self) -> str:
         return self.name
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, key_id={self.auth.key_id!r})"
+
 
 class RemoteWriter:
     """Writes entries to a remote store from a task of the engine's, so that no job
@@ -150,14 +188,17 @@ class RemoteWriter:
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self.dropped += 1
 
-    async def run(self) -> None:
-        """The writer task: encode (in a thread) and store, until closed."""
+    def _sealed(self, key: str, entry: Any) -> bytes:
         from ._disk import encode_entry
 
+        return self.remote.auth.seal(key, encode_entry(key, entry))
+
+    async def run(self) -> None:
+        """The writer task: encode and seal (in a thread) and store, until closed."""
         try:
             async with self._receive:
                 async for key, entry in self._receive:
-                    data = await anyio.to_thread.run_sync(encode_entry, key, entry)
+                    data = await anyio.to_thread.run_sync(self._sealed, key, entry)
                     await self.remote.put(key, data)
                     self.written += 1
         finally:
@@ -170,18 +211,108 @@ class RemoteWriter:
             await self._done.wait()
 
 
-def remote_cache_from_url(url: str) -> RemoteCache:
+def _is_seconds(value: object, *, zero: bool = False) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (value >= 0 if zero else value > 0)
+    )
+
+
+# A URL's query values worth showing; any other may be a secret (?password=...).
+_SHOWN_PARAMETERS = frozenset({"db", "ttl", "max_entry", "timeout"})
+# Up to the last "@": a password with "/", "?" or "#" in it (unquoted) is hidden too.
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)(.*)@", re.S)
+
+
+def redacted_url(url: object) -> str:
+    """``url`` as it may be shown: a password is ``***`` (``redis://user:***@host``), a
+    user name alone too (some clients take it for a password), and so are any query
+    value but ``db``, ``ttl``, ``max_entry`` and ``timeout``, and a fragment. Hides more
+    rather than less on URLs that do not parse.
+
+    >>> redacted_url("redis://:hunter2@cache:6379/0?ttl=60&password=x")
+    'redis://:***@cache:6379/0?ttl=60&password=***'
+    """
+    if not isinstance(url, str):
+        return "<not a string>"
+
+    def userinfo(match: re.Match[str]) -> str:
+        user, colon, _ = match.group(2).partition(":")
+        return f"{match.group(1)}{user + ':' if colon else ''}***@"
+
+    shown, hash_mark, _ = _USERINFO.sub(userinfo, url, count=1).partition("#")
+    base, mark, query = shown.partition("?")
+    pairs = []
+    for pair in query.split("&") if mark else ():
+        name, equals, _ = pair.partition("=")
+        pairs.append(pair if name in _SHOWN_PARAMETERS or not equals else f"{name}=***")
+    return f"{base}{mark}{'&'.join(pairs)}{'#***' if hash_mark else ''}"
+
+
+def remote_cache_from_url(url: str, *, auth: RemoteAuth | None = None) -> RemoteCache:
     """The remote store ``url`` names: ``redis://[user:password@]host[:port][/db]``,
     ``rediss://...`` (TLS), ``unix:///path/to/redis.sock[?db=N]``; options as query
     parameters: ``ttl`` (seconds, default 7 days), ``max_entry`` (bytes), ``timeout``
-    (seconds per request, default 1)."""
+    (seconds per request, default 1). ``auth``: the team's key (default: from the
+    environment, see :class:`RemoteAuth`).
+
+    Raises:
+        InvalidJob: the URL does not parse, names an unknown store, has a bad value
+            (port 0, ``ttl`` <= 0, ``timeout`` 0, infinite or NaN...), or there is no
+            key. The URL in the error has its password hidden.
+    """
     from ._redis import RedisCache
 
     if not isinstance(url, str) or not url.strip():
         raise InvalidJob("remote_cache", url, "must be a URL such as redis://localhost:6379/0")
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in ("redis", "rediss", "unix"):
-        return RedisCache.from_url(url)
+        return RedisCache.from_url(url, auth=auth)
     raise InvalidJob(
-        "remote_cache", url, "unknown store: expected redis://, rediss:// or unix:// (Redis)"
+        "remote_cache",
+        redacted_url(url),
+        "unknown store: expected redis://, rediss:// or unix:// (Redis)",
     )
+
+
+def remote_cache_from_environment(*, strict: bool) -> RemoteCache | None:
+    """The remote store ``$ASYNCCOMP_REMOTE_CACHE`` names, keyed from the environment;
+    ``None`` when it is unset or empty.
+
+    ``strict``: a bad setting (a bad URL, no key, a refused key file) raises
+    :class:`InvalidJob`; otherwise it issues one :class:`RemoteCacheWarning` saying
+    why and gives ``None``: compiles go on with the local tiers (what a library that
+    compiles behind its users' backs, such as the TVM facade, wants).
+    """
+    url = os.environ.get(REMOTE_CACHE_ENV, "").strip()
+    if not url:
+        return None
+    try:
+        return remote_cache_from_url(url)
+    except InvalidJob as exc:
+        if strict:
+            raise
+        warnings.warn(
+            f"${REMOTE_CACHE_ENV} is not used ({exc}); compiling with the local cache alone",
+            RemoteCacheWarning,
+            stacklevel=2,
+        )
+        return None
+
+
+def warn_forged(remote: RemoteCache, count: int) -> None:
+    """Say, once per engine (the caller's to ensure), that ``count`` entries of
+    ``remote`` failed authentication."""
+    message = (
+        f"{count} entr{'y' if count == 1 else 'ies'} from remote compile cache "
+        f"{remote.name} failed authentication (not sealed with this key, id "
+        f"{remote.auth.key_id}: forged, damaged, or written with another key); they "
+        "were recompiled and not kept locally (asynccomp cache stats counts them)"
+    )
+    logger.warning("asynccomp: %s", message)
+    try:
+        warnings.warn(message, CacheAuthWarning, stacklevel=3)
+    except CacheAuthWarning:
+        pass  # warnings made errors (-W error): the log line above says it

@@ -49,7 +49,7 @@ from ._disk import DiskCache, decode_entry
 from ._entry import CacheDirWarning, CacheEntry
 from ._keys import cache_key, include_identity
 from ._memory import MemoryCache
-from ._remote import RemoteCache
+from ._remote import RemoteCache, warn_forged
 
 __all__ = (
     "CacheStats",
@@ -126,6 +126,7 @@ class CacheStats:
     stores: int = 0
     remote_stores: int = 0
     remote_errors: int = 0
+    forged: int = 0  # remote entries that failed authentication (counted as misses too)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
@@ -255,19 +256,28 @@ class ResultCache:
         return found
 
     async def from_remote(self, keys: Sequence[str]) -> list[CacheEntry | None]:
-        """The remote tier's entries (verified as disk entries are, dependencies
-        checked, kept in the local tiers); ``None`` for a miss. Never raises."""
+        """The remote tier's entries (authenticated, verified as disk entries are,
+        dependencies checked, kept in the local tiers); ``None`` for a miss. An entry
+        that fails authentication is a miss, counted in ``stats.forged``, never kept
+        locally, and the engine's first one issues a ``CacheAuthWarning``. Never raises."""
         remote = self.remote
         if remote is None or not keys or not remote.available:
             return [None] * len(keys)
         errors = remote.errors
         blobs = await remote.get_many(keys)
         self.stats.add(remote_errors=remote.errors - errors)
+        forged: list[str] = []
 
         def verify() -> list[CacheEntry | None]:
             entries: list[CacheEntry | None] = []
             for key, blob in zip(keys, blobs, strict=True):
-                entry = None if blob is None else decode_entry(key, blob)
+                entry = None
+                if blob is not None:
+                    data = remote.auth.unseal(key, blob)
+                    if data is None:
+                        forged.append(key)  # not decoded, not kept: nobody vouches for it
+                    else:
+                        entry = decode_entry(key, data)
                 if entry is not None and _stale(entry):
                     entry = None
                 if entry is not None:
@@ -278,7 +288,13 @@ class ResultCache:
             self.stats.add(remote_hits=sum(e is not None for e in entries))
             return entries
 
-        return await anyio.to_thread.run_sync(verify)
+        entries = await anyio.to_thread.run_sync(verify)
+        if forged:
+            first = self.stats.forged == 0  # no await since: one warning per engine
+            self.stats.add(forged=len(forged))
+            if first:
+                warn_forged(remote, len(forged))
+        return entries
 
     @staticmethod
     def output(entry: CacheEntry) -> tuple[BackendOutput, str]:

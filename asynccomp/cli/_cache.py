@@ -15,18 +15,22 @@ import anyio
 from ..cache import (
     CACHE_FORMAT_VERSION,
     REMOTE_CACHE_ENV,
+    REMOTE_CACHE_KEY_ENV,
     CacheStats,
     DiskCache,
     RedisCache,
+    RemoteCache,
     default_cache_dir,
     remote_cache_from_url,
 )
+from ..cache._remote import redacted_url
 from ..errors import AsyncCompError
 
 DESCRIPTION = """\
 The compile cache: entries by a key over everything that decides a binary, in a folder
 shared by every process (--cache-dir, else $ASYNCCOMP_CACHE_DIR, else the user cache
-folder), and optionally a remote tier ($ASYNCCOMP_REMOTE_CACHE=redis://host:6379/0).
+folder), and optionally a remote tier ($ASYNCCOMP_REMOTE_CACHE=redis://host:6379/0, with
+the team's key in $ASYNCCOMP_REMOTE_CACHE_KEY or $ASYNCCOMP_REMOTE_CACHE_KEY_FILE).
 
   asynccomp cache stats      entries, bytes, hits and misses per tier, the folder
   asynccomp cache verify     read and check every entry, remove the bad ones
@@ -94,6 +98,32 @@ def _server_counts(root: Path) -> tuple[dict[str, int], int | None]:
     ) else None
 
 
+async def _reachable(store: RemoteCache) -> bool | None:
+    try:
+        return await store.ping() if isinstance(store, RedisCache) else None
+    finally:
+        await store.aclose()
+
+
+def _remote_state() -> dict[str, Any] | None:
+    """The remote tier the environment names: where (password hidden), whether it
+    answers, and the id of its key (never the key)."""
+    url = os.environ.get(REMOTE_CACHE_ENV, "").strip()
+    if not url:
+        return None
+    shown = redacted_url(url)
+    try:
+        store = remote_cache_from_url(url)
+    except AsyncCompError as exc:
+        return {"url": shown, "error": str(exc)}
+    return {
+        "url": shown,
+        "reachable": anyio.run(_reachable, store),
+        "key_id": store.auth.key_id,
+        "key_source": store.auth.source,
+    }
+
+
 def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
     entries, size = disk.count()
     totals = CacheStats.load(root)
@@ -101,15 +131,7 @@ def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
     for name, value in live.items():
         if name in totals:
             totals[name] += value
-    url = os.environ.get(REMOTE_CACHE_ENV, "").strip() or None
-    remote: dict[str, Any] | None = None
-    if url:
-        try:
-            store = remote_cache_from_url(url)
-            reachable = anyio.run(store.ping) if isinstance(store, RedisCache) else None
-            remote = {"url": url, "reachable": reachable}
-        except AsyncCompError as exc:
-            remote = {"url": url, "error": str(exc)}
+    remote = _remote_state()
     lookups = sum(totals[k] for k in ("memory_hits", "disk_hits", "remote_hits", "misses"))
     hits = lookups - totals["misses"]
     report = {
@@ -135,7 +157,8 @@ def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
         f"  memory         {totals['memory_hits']}",
         f"  disk           {totals['disk_hits']}",
         f"  remote         {totals['remote_hits']}",
-        f"misses           {totals['misses']} ({totals['stale']} stale: a header changed)",
+        f"misses           {totals['misses']} ({totals['stale']} stale: a header changed; "
+        f"{totals['forged']} forged: failed authentication)",
         f"stored           {totals['stores']}",
     ]
     if server_pid is not None:
@@ -143,10 +166,15 @@ def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
         lines.append(
             f"server           pid {server_pid}: {served} of the hits (running, not saved yet)"
         )
-    if remote is not None:
-        state = remote.get("error") or ("reachable" if remote.get("reachable") else "NOT reachable")
-        lines.append(f"remote           {url} ({state})")
-    else:
+    if remote is None:
         lines.append(f"remote           none (set {REMOTE_CACHE_ENV}=redis://host:6379/0)")
+    elif "error" in remote:
+        lines.append(f"remote           {remote['url']} (NOT USED: {remote['error']})")
+    else:
+        state = "reachable" if remote["reachable"] else "NOT reachable"
+        lines.append(f"remote           {remote['url']} ({state})")
+        lines.append(f"  key            id {remote['key_id']}, from {remote['key_source']}")
+    if remote is None and os.environ.get(REMOTE_CACHE_KEY_ENV):
+        lines.append(f"  ({REMOTE_CACHE_KEY_ENV} is set, but no remote tier is)")
     print("\n".join(lines))
     return 0

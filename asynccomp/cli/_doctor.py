@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..cache import REMOTE_CACHE_ENV, DiskCache, default_cache_dir
+from ..cache import REMOTE_CACHE_ENV, DiskCache, RemoteAuth, default_cache_dir
+from ..cache._auth import MISSING_KEY
+from ..cache._remote import redacted_url
 from ..errors import AsyncCompError
 from ..gpu import local_gpu_arch
 from ..job import parse_arch
@@ -77,6 +79,15 @@ def _server() -> dict[str, Any]:
     }
 
 
+def _remote_key() -> dict[str, Any] | None:
+    """Where the remote tier's key comes from and its id; never the key."""
+    try:
+        auth = RemoteAuth.from_environment()
+    except AsyncCompError as exc:
+        return {"problem": str(exc)}
+    return None if auth is None else {"id": auth.key_id, "source": auth.source}
+
+
 def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     """The facts, and the problems with what was asked for."""
     toolkit = find_toolkit()
@@ -115,6 +126,12 @@ def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
                         f"{backend} does not support {args.arch} "
                         f"(it supports {toolkit.supported_archs(backend)})"
                     )
+    remote_url = os.environ.get(REMOTE_CACHE_ENV, "").strip()
+    remote_key = _remote_key()
+    if remote_url and (remote_key is None or "problem" in remote_key):
+        notes.append(
+            f"the remote cache is not used: {remote_key['problem'] if remote_key else MISSING_KEY}"
+        )
     cache = default_cache_dir()
     try:
         entries, size = DiskCache(cache).count()
@@ -140,7 +157,8 @@ def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
         "cuda_root": str(toolkit.cuda_root) if toolkit.cuda_root else None,
         "gpu": local_gpu_arch(),
         "cache": cache_state,
-        "remote_cache": os.environ.get(REMOTE_CACHE_ENV) or None,
+        "remote_cache": redacted_url(remote_url) if remote_url else None,
+        "remote_cache_key": remote_key,
         "server": _server(),
         "notes": notes,
         "problems": problems,
@@ -172,6 +190,12 @@ def run(args: argparse.Namespace) -> int:
             else f" ({facts['cache'].get('problem')})"
         ),
         f"remote cache   {facts['remote_cache'] or f'none ({REMOTE_CACHE_ENV} unset)'}",
+        "  key          "
+        + (
+            f"id {key['id']}, from {key['source']}"
+            if (key := facts["remote_cache_key"]) and "id" in key
+            else ("refused (see the notes)" if key else "none")
+        ),
         "server         "
         + (
             f"running, pid {server.get('pid')} ({server.get('socket')})"

@@ -117,7 +117,12 @@ def run(args: argparse.Namespace) -> int:
     if args.detach:
         return _detach(paths, args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    server = Server(paths, config=config, idle_timeout=args.idle_timeout, warm=args.warm)
+    try:
+        server = Server(paths, config=config, idle_timeout=args.idle_timeout, warm=args.warm)
+    except ValueError as exc:  # InvalidJob: e.g. a bad $ASYNCCOMP_REMOTE_CACHE
+        _tell(args.ready_fd, str(exc))
+        print(f"asynccomp: error: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.ready_fd is None:
             anyio.run(server.serve)

@@ -40,7 +40,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .._scheduler._assembly import default_backends, local_workers, start_local
+from .._scheduler._assembly import default_backends, local_workers, remote_cache, start_local
 from .._scheduler._pipeline import Scheduler
 from .._scheduler._tally import Tally
 from .._version import __version__
@@ -150,6 +150,7 @@ class _Connection:
                 for frame in encode(fields, blobs):
                     await self.stream.send(frame)
         finally:
+            self._queue.close()
             self.drained.set()
 
     async def say(self, message: Any) -> None:
@@ -191,6 +192,7 @@ class Server:
         self.warm = warm
         self.started = time.time()
         self.tally = Tally()
+        self._remote = remote_cache(self.config.remote_cache) if self.config.cache else None
         self._workers, self._mode = local_workers(self.config)
         self._scheduler: Scheduler | None = None
         self._toolkit: Toolkit | None = None
@@ -253,6 +255,7 @@ class Server:
             ):
                 local = await start_local(
                     self.config,
+                    remote=self._remote,
                     workers=self._workers,
                     make_backends=lambda toolkit: default_backends(
                         toolkit, self._mode, self._workers, self.config.arch
@@ -553,6 +556,7 @@ class Server:
                 connection.post(Ended(request.id))
         finally:
             request.send.close()
+            request.receive.close()
             connection.requests.pop(request.id, None)
 
     async def _warm_up(self, connection: _Connection, number: int) -> None:

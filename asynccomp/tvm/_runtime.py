@@ -33,6 +33,7 @@ import os
 import threading
 import warnings
 
+from ..cache import remote_cache_from_environment
 from ..errors import AsyncCompWarning, EngineClosed, InvalidJob, ServerError
 from ..job import CompileJob
 from ..result import CompileResult
@@ -117,9 +118,12 @@ def _start(server: str | None) -> SyncEngine:
                 AsyncCompWarning,
                 stacklevel=4,
             )
-            started = SyncEngine(nvrtc_workers=1)
+            workers: int | None = 1
     else:
-        started = SyncEngine()
+        workers = None
+    # A bad $ASYNCCOMP_REMOTE_CACHE must not fail a TVM build: one warning, local tiers.
+    remote = remote_cache_from_environment(strict=False)
+    started = SyncEngine(nvrtc_workers=workers, remote_cache=remote or False)
     started.start()
     return started
 

@@ -1,0 +1,190 @@
+"""Who wrote a remote entry: an HMAC-SHA256 under a key the team shares.
+
+A remote store is writable by anyone who can reach it, and its checks for damage (the
+disk format's SHA-256, the key inside the entry) prove nothing about the writer: the
+format is public. So every value asynccomp puts in a remote store is sealed with the
+team's key, and a value whose seal does not verify is not an entry: it is a miss,
+counted, and never kept in the local tiers. The disk tier stays unsealed: only its
+owner can write it (see the README's Cache section).
+
+A sealed value (the remote tier's format; its magic carries the version)::
+
+    magic  8 bytes   b"ACAUTH1\\0"
+    tag   32 bytes   HMAC-SHA256(team key, magic + cache key (64 ASCII hex) + entry)
+    entry            the disk tier's encoding (magic, version, SHA-256, header, binary)
+
+The cache key is under the tag, so a sealed value moved to another key does not verify.
+
+The key comes from ``$ASYNCCOMP_REMOTE_CACHE_KEY`` (the secret itself) or
+``$ASYNCCOMP_REMOTE_CACHE_KEY_FILE`` (a file of this user's that nobody else may read:
+mode 0600 or 0400), or ``RemoteAuth(secret)``. It is never shown: not in ``repr``,
+errors, logs, ``asynccomp doctor`` or ``asynccomp cache stats``, which show its *id*,
+an HMAC of a constant under the key (12 hex digits), so that machines can check they
+share one key.
+
+>>> auth = RemoteAuth("correct horse battery staple")
+>>> sealed = auth.seal("ab" * 32, b"an encoded entry")
+>>> auth.unseal("ab" * 32, sealed)
+b'an encoded entry'
+>>> auth.unseal("cd" * 32, sealed) is None  # moved to another key
+True
+>>> RemoteAuth("another team's key, same length").unseal("ab" * 32, sealed) is None
+True
+"""
+
+from __future__ import annotations
+
+import errno
+import hmac
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import InvalidJob
+
+__all__ = ("MISSING_KEY", "REMOTE_CACHE_KEY_ENV", "REMOTE_CACHE_KEY_FILE_ENV", "RemoteAuth")
+
+#: The environment variable that holds the team's key itself.
+REMOTE_CACHE_KEY_ENV = "ASYNCCOMP_REMOTE_CACHE_KEY"
+#: The environment variable that names a file holding the team's key.
+REMOTE_CACHE_KEY_FILE_ENV = "ASYNCCOMP_REMOTE_CACHE_KEY_FILE"
+
+_MAGIC = b"ACAUTH1\0"
+_TAG = 32
+_HEADER = len(_MAGIC) + _TAG
+# A key shorter than this is a password, not a key; 32 random bytes are the advice.
+_MIN_KEY_BYTES = 16
+_MAX_KEY_FILE_BYTES = 4096
+_HOW = (
+    f"set {REMOTE_CACHE_KEY_ENV} to the team's key, or {REMOTE_CACHE_KEY_FILE_ENV} to a "
+    "file holding it (mode 0600); make one with: "
+    "python -c 'import secrets; print(secrets.token_hex(32))'"
+)
+
+_TOO_SHORT = f"too short: a key has at least {_MIN_KEY_BYTES} bytes; {_HOW}"
+
+
+def _hidden(secret: bytes) -> str:
+    return f"<a key of {len(secret)} bytes, not shown>"
+
+
+class RemoteAuth:
+    """The team's key, and what it proves of a remote entry: :meth:`seal` and
+    :meth:`unseal`. ``secret``: at least 16 bytes (a ``str`` is taken as UTF-8);
+    ``source`` says where it came from (shown instead of it).
+
+    Raises:
+        InvalidJob: the secret is shorter than 16 bytes (the error does not show it).
+    """
+
+    def __init__(self, secret: str | bytes, *, source: str = "given") -> None:
+        raw = secret.encode() if isinstance(secret, str) else bytes(secret)
+        if len(raw) < _MIN_KEY_BYTES:
+            raise InvalidJob("remote cache key", _hidden(raw), _TOO_SHORT)
+        # Only the keyed state is kept (OpenSSL's HMAC object, copied per use), not the
+        # secret as an attribute that a debugger or vars() would print.
+        self._mac = hmac.new(raw, digestmod="sha256")
+        self.source = source
+        #: Names the key without revealing it (the same on every machine holding it).
+        self.key_id = hmac.new(raw, b"asynccomp remote cache key id", "sha256").hexdigest()[:12]
+
+    def __repr__(self) -> str:
+        return f"RemoteAuth(key_id={self.key_id!r}, source={self.source!r})"
+
+    def __reduce__(self) -> str | tuple[object, ...]:
+        raise TypeError("a RemoteAuth holds a secret and is not pickled")
+
+    def _tag(self, key: str, entry: bytes | memoryview) -> bytes:
+        mac = self._mac.copy()
+        mac.update(_MAGIC)
+        mac.update(key.encode("ascii", "strict"))
+        mac.update(entry)
+        return mac.digest()
+
+    def seal(self, key: str, entry: bytes) -> bytes:
+        """``entry`` (an encoded entry) as the remote store keeps it under ``key``."""
+        return b"".join((_MAGIC, self._tag(key, entry), entry))
+
+    def unseal(self, key: str, sealed: bytes) -> bytes | None:
+        """The entry in ``sealed`` if someone holding this key sealed it for ``key``,
+        else ``None`` (forged, damaged, another key's, or not a sealed value)."""
+        if len(sealed) < _HEADER or not sealed.startswith(_MAGIC) or not key.isascii():
+            return None
+        entry = memoryview(sealed)[_HEADER:]
+        if not hmac.compare_digest(self._tag(key, entry), sealed[len(_MAGIC) : _HEADER]):
+            return None
+        return bytes(entry)
+
+    @classmethod
+    def from_file(cls, path: str) -> RemoteAuth:
+        """The key in the file ``path`` (surrounding blanks and newlines ignored).
+
+        Raises:
+            InvalidJob: the file is missing, not a regular file, not this user's,
+                readable or writable by others, longer than 4 KiB or holds too short
+                a key.
+        """
+        field = REMOTE_CACHE_KEY_FILE_ENV
+
+        def refuse(problem: str) -> InvalidJob:
+            return InvalidJob(field, path, f"{problem}; {_HOW}")
+
+        try:
+            # Followed links are fine (a mounted secret is usually one); what is read
+            # is checked through the descriptor. O_NONBLOCK: a FIFO cannot hang us.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise refuse(f"cannot be opened: {os.strerror(exc.errno or errno.EIO)}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise refuse("is not a regular file")
+            if st.st_uid != os.getuid():
+                raise refuse(f"belongs to user id {st.st_uid}, not to this user ({os.getuid()})")
+            if st.st_mode & 0o077:
+                raise refuse(
+                    f"has mode {stat.S_IMODE(st.st_mode):04o}: others may read or change "
+                    "it; chmod 600 it"
+                )
+            data = os.read(fd, _MAX_KEY_FILE_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(data) > _MAX_KEY_FILE_BYTES:
+            raise refuse(f"is longer than {_MAX_KEY_FILE_BYTES} bytes: not a key file")
+        if len(data.strip()) < _MIN_KEY_BYTES:
+            raise refuse(f"holds {_hidden(data.strip())}: {_TOO_SHORT}")
+        return cls(data.strip(), source=f"${field} ({path})")
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> RemoteAuth | None:
+        """The key ``$ASYNCCOMP_REMOTE_CACHE_KEY`` or ``$ASYNCCOMP_REMOTE_CACHE_KEY_FILE``
+        gives; ``None`` when neither is set (or both are empty).
+
+        Raises:
+            InvalidJob: both are set, the key is too short, or the file is refused
+                (see :meth:`from_file`).
+        """
+        env = os.environ if environ is None else environ
+        secret = env.get(REMOTE_CACHE_KEY_ENV, "").strip()
+        path = env.get(REMOTE_CACHE_KEY_FILE_ENV, "").strip()
+        if secret and path:
+            raise InvalidJob(
+                REMOTE_CACHE_KEY_FILE_ENV,
+                path,
+                f"{REMOTE_CACHE_KEY_ENV} is set too: set one of them, not both",
+            )
+        if secret:
+            if len(secret.encode()) < _MIN_KEY_BYTES:
+                raise InvalidJob(REMOTE_CACHE_KEY_ENV, _hidden(secret.encode()), _TOO_SHORT)
+            return cls(secret, source=f"${REMOTE_CACHE_KEY_ENV}")
+        if path:
+            return cls.from_file(str(Path(path).expanduser()))
+        return None
+
+
+#: What an error says when a remote tier has no key.
+MISSING_KEY = (
+    "a remote cache needs the team's key, to prove who wrote each entry (anyone who can "
+    f"reach the store can write to it): {_HOW}"
+)
