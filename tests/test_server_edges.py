@@ -360,3 +360,77 @@ async def test_running_and_statistics_on_a_server_engine(server_dir: Path) -> No
         assert [job.name for job, _ in engine.running()] == ["slow"]
         await wait_until(lambda: engine.statistics().workers >= 1)  # the server's, live
         tg.cancel_scope.cancel()
+
+
+# -- no size a user can hit -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("count", "megabytes"), [(700, 0.8), (11, 50)])
+def test_batches_over_any_frame_size_compile_on_the_server(
+    count: int, megabytes: float, server_dir: Path
+) -> None:
+    """700 sources of 0.8 MB (560 MB in one compile_many) and 11 of 50 MB: through the
+    server as in process (the old protocol refused any batch over 512 MB)."""
+    line = "// " + "x" * 97 + "\n"
+    padding = line * int(megabytes * 10000)
+    jobs = [CompileJob(scale_kernel(float(i)) + padding, name=f"big{i}") for i in range(count)]
+    with (
+        running_server(server_dir) as (_, paths),
+        SyncEngine(arch=ARCH, server=str(paths.socket)) as engine,
+    ):
+        results = engine.compile_many(jobs)
+    assert [r.job for r in results] == jobs
+    assert all(r.ok for r in results), next(r.error for r in results if not r.ok)
+    assert len({r.binary for r in results}) == count  # each its own kernel
+
+
+def test_a_malformed_request_after_hello_is_answered_and_the_connection_goes_on(
+    server_dir: Path,
+) -> None:
+    """A request the server refuses (a job whose shape is wrong, a request id that is
+    not open) gets an Error naming it; the same connection then compiles."""
+    from asynccomp.server._protocol import PROTOCOL, Error, StatusReply, parse
+    from asynccomp.server._wire import encode
+
+    def send(sock: socket.socket, fields: dict[str, object], blobs: list[bytes]) -> None:
+        sock.sendall(b"".join(encode(fields, blobs)))
+
+    def receive(sock: socket.socket) -> object:
+        import struct
+
+        def exactly(n: int) -> bytes:
+            data = b""
+            while len(data) < n:
+                chunk = sock.recv(n - len(data))
+                assert chunk, "the server closed the connection"
+                data += chunk
+            return data
+
+        (size,) = struct.unpack(">I", exactly(4))
+        frame = exactly(size)
+        (header,) = struct.unpack(">I", frame[:4])
+        fields = json.loads(frame[4 : 4 + header])
+        from asynccomp.server._wire import Message
+
+        return parse(Message(fields, [frame[4 + header :]] if fields["blobs"] else []))
+
+    with (
+        running_server(server_dir) as (_, paths),
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock,
+    ):
+        sock.settimeout(30)
+        sock.connect(str(paths.socket))
+        send(sock, {"type": "hello", "protocol": PROTOCOL, "version": "0.1.0", "pid": 1}, [])
+        receive(sock)  # welcome
+        send(sock, {"type": "compile", "id": 5, "want": True}, [])
+        send(sock, {"type": "jobs", "id": 5, "jobs": [{"index": "zero"}]}, [b"x"])
+        refused = receive(sock)
+        assert isinstance(refused, Error) and refused.id == 5 and not refused.fatal
+        assert "index" in refused.message
+        send(sock, {"type": "end", "id": 99}, [])
+        refused = receive(sock)
+        assert isinstance(refused, Error) and refused.id == 99 and not refused.fatal
+        send(sock, {"type": "status", "id": 6}, [])
+        answer = receive(sock)
+        assert isinstance(answer, StatusReply) and answer.id == 6

@@ -36,7 +36,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ..backends import BackendOutput, CompilerBackend, PreparedCompile
-from ..cache import ResultCache
+from ..cache import CacheEntry, ResultCache
 from ..cache._deps import Dependency, include_dirs_of, scan_includes, snapshot
 from ..cache._remote import RemoteWriter
 from ..runner import Answer, CompileRequest, Outcome, RunEvents, Runner
@@ -51,6 +51,11 @@ logger = logging.getLogger("asynccomp")
 #: Requests looked up per step: small enough that a step never holds the event loop for
 #: long, large enough that a disk lookup's thread hop is shared.
 CHUNK = 64
+#: Threads for cache lookups (disk reads, dependency checks): a few, apart from anyio's
+#: shared ones, so that slow lookups never starve a compile of a thread.
+LOOKUP_THREADS = 4
+#: The longest a chunk's cache lookups may take before its jobs are compiled instead.
+LOOKUP_LIMIT = 30.0
 
 
 class _Call:
@@ -128,6 +133,7 @@ class Scheduler(Runner):
         self._calls = itertools.count()
         self._sequence = itertools.count()
         self._warming: anyio.Event | None = None
+        self._lookups = anyio.CapacityLimiter(LOOKUP_THREADS)
         #: Compiles running now.
         self.running = 0
         # What the toolkit's include fingerprint covers: headers under these are not
@@ -244,8 +250,8 @@ class Scheduler(Runner):
             - len([i for i in blocking if in_memory[i] is not None])
         )
         if blocking:
-            checked = await anyio.to_thread.run_sync(
-                cache.local, [keys[i] for i in blocking], [in_memory[i] for i in blocking]
+            checked = await self._checked(
+                cache, [keys[i] for i in blocking], [in_memory[i] for i in blocking], items
             )
             for i, entry in zip(blocking, checked, strict=True):
                 entries[i] = entry
@@ -262,6 +268,27 @@ class Scheduler(Runner):
             if entry is not None:
                 output, filename = cache.output(entry)
                 item.call.end(item.index, Outcome(output, "cache", 0.0, filename))
+
+    async def _checked(
+        self,
+        cache: ResultCache,
+        keys: list[str],
+        found: list[CacheEntry | None],
+        items: list[_Item],
+    ) -> list[CacheEntry | None]:
+        """The disk tier's entries and the dependency checks of ``keys``, in a thread of
+        the cache's own (lookups never take the threads compiles need), under the
+        earliest timeout of the chunk's jobs (at most LOOKUP_LIMIT) and the caller's
+        cancellation: whatever is not checked by then is a miss (compiled instead)."""
+        limit = min(
+            [LOOKUP_LIMIT, *(i.prepared.timeout for i in items if i.prepared.timeout is not None)]
+        )
+        with anyio.move_on_after(limit):
+            return await anyio.to_thread.run_sync(
+                cache.local, keys, found, abandon_on_cancel=True, limiter=self._lookups
+            )
+        logger.warning("asynccomp: cache lookups took over %g s; compiling instead", limit)
+        return [None] * len(keys)
 
     def _enqueue(self, item: _Item) -> None:
         """Follow an identical compile under way, or queue for a slot."""
