@@ -45,6 +45,12 @@ they are not declared here either. ``tests/test_preamble.py`` checks all eight a
 
 What still differs
 ------------------
+Diagnostics: the kernel's own (those located in its file, with their line numbers) are
+the same, and so is every line of ptxas' report; diagnostics inside the headers the
+original source includes may differ by toolkit (CUDA 13.0's ``cuda_fp8.hpp``,
+``cuda_fp6.hpp`` and ``cuda_fp4.hpp`` warn ``#1444-D`` once ``<cuda/std/type_traits>``
+is included; the shim does not include it, so its log lacks them).
+
 The SASS is the same, but the cubin bytes are not: with ``-default-device`` every
 namespace-scope ``constexpr`` variable the headers define becomes a ``__device__``
 constant in the cubin. CCCL leaves 47 bytes of such dead constants in every TVM kernel;

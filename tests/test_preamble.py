@@ -130,13 +130,30 @@ def nvrtc_compile(source: str, options: Sequence[str]) -> Compiled:
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def normalised_log(log: str) -> str:
-    """Everything but ptxas' compile time and the module's dead-constant gmem size."""
-    return "\n".join(
-        re.sub(r"\b\d+ bytes gmem\b", "N bytes gmem", line)
-        for line in log.splitlines()
-        if "Compile time =" not in line
-    )
+_DIAGNOSTIC = re.compile(r"^(?P<file>\S[^(]*)\((?P<line>\d+)\): (?:warning|error|remark)\b")
+
+
+def kernel_diagnostics(log: str, filename: str = "tvm_kernels.cu") -> list[str]:
+    """What the fast path promises identical: the diagnostics located in the kernel's
+    own file (each with its excerpt and caret lines), the error count, and every ptxas
+    line but its compile time and the module's dead-constant gmem size. Diagnostics
+    inside the headers the original source includes may differ (CUDA 13.0's
+    ``cuda_fp8.hpp`` warns #1444-D when ``<cuda/std/type_traits>`` is included; the
+    fast path does not include it)."""
+    kept: list[str] = []
+    own = False
+    for line in log.splitlines():
+        found = _DIAGNOSTIC.match(line)
+        if found is not None:
+            own = found["file"] == filename
+        elif not line.strip():
+            own = False
+        if line.startswith("ptxas"):
+            if "Compile time =" not in line:
+                kept.append(re.sub(r"\b\d+ bytes gmem\b", "N bytes gmem", line))
+        elif own or re.search(r"errors? detected in the compilation", line):
+            kept.append(line)
+    return kept
 
 
 # --------------------------------------------------------------------------- the rewrite
@@ -261,9 +278,38 @@ def test_same_sass_and_diagnostics(name: str, tmp_path: Path) -> None:
     sass_original = sass(original.cubin, tool, tmp_path)
     assert "Function : main_kernel" in sass_original
     assert sass(shimmed.cubin, tool, tmp_path) == sass_original
-    # Warnings (with their line numbers) and every ptxas resource line are the same.
-    assert "warning #177-D" in original.log
-    assert normalised_log(shimmed.log) == normalised_log(original.log)
+    # The kernel's own warnings (with their line numbers) and every ptxas resource line
+    # are the same; the headers' own diagnostics may differ by toolkit.
+    own = kernel_diagnostics(original.log)
+    assert any("warning #177-D" in line for line in own)
+    assert kernel_diagnostics(shimmed.log) == own
+
+
+def test_the_kernels_diagnostics_leave_out_the_headers() -> None:
+    """What the H200's CUDA 13.0 headers gave the original source only (#1444-D in
+    cuda_fp8.hpp) is not the kernel's; the kernel's warning and ptxas' report are."""
+    log = (
+        "/usr/local/cuda/include/cuda_fp8.hpp(91): warning #1444-D: function was declared\n"
+        "  __nv_cvt_float_to_fp8(const float x)\n"
+        "  ^\n"
+        "\n"
+        'tvm_kernels.cu(12): warning #177-D: variable "x" was declared but never referenced\n'
+        "    int x;\n"
+        "        ^\n"
+        "\n"
+        'Remark: The warnings can be suppressed with "-diag-suppress <warning-number>"\n'
+        "\n"
+        "ptxas info    : 47 bytes gmem\n"
+        "ptxas info    : Used 8 registers, used 0 barriers\n"
+        "ptxas info    : Compile time = 1.234 ms\n"
+    )
+    assert kernel_diagnostics(log) == [
+        'tvm_kernels.cu(12): warning #177-D: variable "x" was declared but never referenced',
+        "    int x;",
+        "        ^",
+        "ptxas info    : N bytes gmem",
+        "ptxas info    : Used 8 registers, used 0 barriers",
+    ]
 
 
 def test_errors_keep_their_line_numbers() -> None:
@@ -277,7 +323,8 @@ def test_errors_keep_their_line_numbers() -> None:
     assert not original.ok and not shimmed.ok
     line = source.split("\n").index("  undefined_name_42 = 1;") + 1
     assert f"tvm_kernels.cu({line}): error" in original.log
-    assert shimmed.log == original.log
+    assert kernel_diagnostics(shimmed.log) == kernel_diagnostics(original.log)
+    assert any(f"tvm_kernels.cu({line}): error" in d for d in kernel_diagnostics(shimmed.log))
 
 
 def test_names_outside_the_eight_stay_undeclared() -> None:
