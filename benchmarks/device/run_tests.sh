@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite on the GPU machine (`device`: one H200, 16 cores, Python 3.12,
+# NVRTC 13.0, nvcc 13.0 in /usr/local/cuda): the README's test command, with what the
+# image lacks brought in as wheels (prepare them here first: bash benchmarks/device/prepare.sh).
+# Ray's wheel comes in two halves, by two commands within 30 s of each other (/tmp there
+# survives that long):
+#   1. carry .device/ray/part00:                   bash benchmarks/device/run_tests.sh fetch
+#   2. carry .device/ray/part01 .device/wheels:     bash benchmarks/device/run_tests.sh
+# Without the Ray halves the Ray tests skip, as they do without Redis (not on that image).
+# The last line of $OUT/pytest.txt is the summary line.
+set -uo pipefail
+if [ "${1:-}" = fetch ]; then
+  cp .device/ray/part00 /tmp/ray-part00 && ls -la /tmp/ray-part00
+  exit
+fi
+. benchmarks/device/setup.sh
+if [ -f .device/ray/part01 ] && [ -f /tmp/ray-part00 ] && [ ! -d "$SITE/ray" ]; then
+  cat /tmp/ray-part00 .device/ray/part01 > /tmp/ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl
+  python3 -m pip install -q --no-index --no-deps --target "$SITE" \
+    /tmp/ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl || exit 1
+fi
+export PATH="$SITE/bin:$PATH"
+nvidia-smi -L
+python3 -c "import sys, cuda.bindings; print(sys.version.split()[0], 'cuda-bindings', cuda.bindings.__version__)"
+timeout "${SUITE_TIMEOUT:-540}" python3 -m pytest -p no:cacheprovider -q -rfE --durations=15 \
+  2>&1 | tee "${OUT:-/tmp}/pytest.txt"
