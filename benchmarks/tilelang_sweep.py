@@ -8,7 +8,8 @@ in {64, 128}, block_K in {32, 64}, num_stages in {2, 3}, threads in {128, 256},
 rasterization on/off. Each mode runs TileLang's own ``AutoTuner.run()`` over them, with
 its benchmarking replaced by a stub that records each compiled kernel, so the wall time
 is the compile phase alone (lowering + the compile callback), with TileLang's own
-threads (``int(0.9 * CPUs)`` compile workers):
+threads (``int(0.9 * CPUs)`` compile workers; ``--threads N`` sets them, at most the
+CPUs, for every mode):
 
 - ``tilelang``: TileLang's own callback (nvcc, one process per kernel);
 - ``tilelang-grouped``: ``run(enable_grouped_compile=True, group_compile_size=G)``: G
@@ -323,6 +324,13 @@ def main() -> int:
     parser.add_argument("--group", type=int, default=4, help="grouped compile's group size")
     parser.add_argument("--size", type=int, default=1024, help="M = N = K")
     parser.add_argument("--arch", default="sm_90a")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="the autotuner's compile threads, every mode (TILELANG_AUTO_TUNING_CPU_COUNTS; "
+        "at most the CPUs); 0: TileLang's default, int(0.9 * CPUs)",
+    )
     parser.add_argument("--server", action="store_true", help="asynccomp on the compile server")
     parser.add_argument("--no-gpu", action="store_true", help="compile only; run nothing")
     parser.add_argument("--json", default=None)
@@ -332,6 +340,8 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown modes {sorted(unknown)}")
     os.environ["ASYNCCOMP_SERVER"] = "auto" if args.server else "off"
+    if args.threads:
+        os.environ["TILELANG_AUTO_TUNING_CPU_COUNTS"] = str(args.threads)
 
     import tilelang
     import torch
@@ -345,6 +355,7 @@ def main() -> int:
         "configs": len(configs),
         "size": args.size,
         "arch": args.arch,
+        "threads_asked": args.threads or None,
         "gpu": torch.cuda.get_device_name() if gpu else None,
         "modes": [],
     }

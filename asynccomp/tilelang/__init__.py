@@ -10,8 +10,8 @@ for CUDA). One line replaces TileLang's own with this one::
   its order (``-ccbin``, ``--cubin``, ``-O3``, ``-lineinfo``, ``-arch``/``-gencode``,
   ``-std=c++20``, its template and CUTLASS folders, the device flags, fast math, the
   register level, ``TILELANG_VERBOSE``'s flags), plus ``--ptxas-options=-v`` and
-  ``-MMD -MF``, which change no output byte: the SASS is TileLang's (tested with
-  cuobjdump). The cubin differs from TileLang's only in the file path ``-lineinfo``
+  ``-Xcompiler -MMD,-MF,...``, which change no output byte: the SASS is TileLang's
+  (tested with cuobjdump). The cubin differs from TileLang's only in the file path ``-lineinfo``
   records.
 - **NVRTC** (``register(backend="nvrtc")``, opt-in): TileLang's NVRTC form of the
   source and its options rendered for NVRTC, compiled in NVRTC worker processes that
@@ -22,12 +22,13 @@ for CUDA). One line replaces TileLang's own with this one::
   server by default (``ASYNCCOMP_SERVER=off``: in this process), so every thread and
   process TileLang compiles from (``par_compile``, the autotuner's pool, grouped
   compiles) shares one set of workers, one cache and one coalescing of identical
-  compiles. nvcc results are cached with the headers each compile read (nvcc's
-  ``-MMD``, about 0.3 s of an nvcc run's 1.5-2 s), so an edited or upgraded TileLang or
-  CUTLASS header is a miss. NVRTC results of TileLang kernels are not cached yet: CUTLASS
-  names headers through a macro (``#include CUDA_STD_HEADER(type_traits)``), which
-  asynccomp's include scan refuses to guess, and a result whose headers are unknown is
-  never cached (identical compiles in flight are still shared). TileLang's own binary
+  compiles. nvcc results are cached with the headers each compile read (the host
+  preprocessor's ``-MMD``, in the pass nvcc runs anyway), so an edited or upgraded
+  TileLang or CUTLASS header is a miss. NVRTC results of TileLang kernels are not
+  cached yet: CUTLASS names headers through a macro
+  (``#include CUDA_STD_HEADER(type_traits)``), which asynccomp's include scan refuses
+  to guess, and a result whose headers are unknown is never cached (identical compiles
+  in flight are still shared). TileLang's own binary
   cache (``~/.tilelang``) is not consulted.
 - **Errors**: a failed compile raises :class:`TileLangCompileError` (a ``RuntimeError``,
   as TileLang's own, and an asynccomp ``CompileError``) with TileLang's message (the
