@@ -27,9 +27,10 @@ if [ ! -d "$SITE/tilelang" ]; then
   cp .device/tilelang/b/*.whl /tmp/tl-wheels/
   python3 -m pip install -q --no-index --no-deps --target "$SITE" /tmp/tl-wheels/*.whl || exit 1
 fi
-export PYTHONPATH="$SITE:$PWD" PATH="$SITE/bin:$PATH"
-# TileLang reads CUDA_HOME (a wrapper script on PATH can mislead its own search).
+# TileLang reads CUDA_HOME (a wrapper script on PATH can mislead its own search);
+# cuobjdump (the SASS checks) comes from the toolkit's bin/.
 export CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+export PYTHONPATH="$SITE:$PWD" PATH="$SITE/bin:$PATH:$CUDA_PATH/bin"
 nvidia-smi -L | tee "$OUT/gpu.txt"
 python3 -c "import tilelang, torch, cuda.bindings; print(tilelang.__version__, torch.__version__, \
 cuda.bindings.__version__, torch.cuda.is_available())" 2>&1 | tee -a "$OUT/gpu.txt"
