@@ -18,34 +18,65 @@ Faults stay with their job (see :mod:`._nvrtc_protocol` for the wire format):
   :data:`CANCEL_GRACE` seconds and killed otherwise.
 
 :meth:`NvrtcProcessPool.aclose` kills every worker, so none outlives the engine.
+
+**Files.** Every worker gets a folder of its own as ``$TMPDIR``,
+``<tmp>/asynccomp-nvrtc-<uid>/<engine pid>-<n>/``, where NVRTC writes its automatic
+precompiled headers (``__nvrtc_auto_pch_<pid>_0/*.pch``, 250-450 MB each). NVRTC removes
+them only when its process exits normally; the pool removes the folder whenever it
+reaps a worker, killed or not, and at its first start it removes the folders of engines
+that are no longer running (their workers died with them: ``PR_SET_PDEATHSIG``). Workers
+that never compile with ``-pch`` write nothing there.
+
+**Precompiled headers** (jobs rendered with ``-pch``, :data:`~.nvrtc.PCH_OPTION`): a PCH
+is usable only in the process that made it, so a job goes to an idle worker that holds
+the PCH for its header prefix and options (:func:`pch_key`) when there is one, else to
+an idle worker holding none, else to any; jobs without ``-pch`` prefer workers holding
+none, so the holders stay free. Which PCH a worker holds is read from NVRTC's log
+("creating/using precompiled header file"). A worker that comes to hold more than
+:data:`MAX_PCH_PER_WORKER` is retired after its job (its files go with it), which bounds
+the disk used at about ``workers x MAX_PCH_PER_WORKER x 450 MB``.
+:meth:`NvrtcProcessPool.pch_counts` says how many PCH were made and reused.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import itertools
 import logging
 import os
 import pickle
+import re
+import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._base import BackendOutput, PreparedCompile, empty_folder
+from ._nvrtc_api import uses_pch
 from ._nvrtc_protocol import CANCEL, COMPILE, HEADER, RECEIVED, RESULT, SEQ
 
 __all__ = (
     "CANCEL_GRACE",
     "CRASH_GRACE",
     "KILL_GRACE",
+    "MAX_PCH_PER_WORKER",
     "NvrtcProcessPool",
+    "header_prefix",
+    "pch_key",
     "python_path",
+    "sweep_worker_folders",
     "worker_command",
+    "worker_folders_root",
 )
 
 logger = logging.getLogger("asynccomp")
@@ -64,6 +95,13 @@ FIRST_ANSWER = 60.0
 ANSWER_GRACE = 5.0
 # A job whose worker died before receiving it goes to another worker, this many times.
 _ATTEMPTS = 3
+#: A worker holding more precompiled headers than this is retired after its job.
+MAX_PCH_PER_WORKER = 2
+
+# What NVRTC's log says of a compile with -pch (NVRTC 12.8 to 13.5).
+_PCH_MADE = "creating precompiled header file"
+_PCH_USED = "using precompiled header file"
+_FOLDER_NAME = re.compile(r"(\d+)-(\d+)")
 
 # What a dead or broken worker looks like from the parent's side of the pipes.
 _DEAD = (
@@ -93,11 +131,86 @@ def python_path() -> str:
     return os.pathsep.join(dict.fromkeys(entries))
 
 
-def _worker_env() -> dict[str, str]:
+def _worker_env(folder: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = python_path()
     env["ASYNCCOMP_WORKER_PARENT"] = str(os.getpid())  # it dies with this process
+    env["TMPDIR"] = str(folder)  # NVRTC's precompiled headers go there
     return env
+
+
+def header_prefix(source: str) -> str:
+    """The source's leading preprocessor lines (with blank and ``//`` comment lines): the
+    part an automatic precompiled header covers (NVRTC stops at the first other token).
+
+    >>> header_prefix('#include <a.h>\\n\\n// x\\n#include <b.h>\\nint k;\\n#include <c.h>\\n')
+    '#include <a.h>\\n\\n// x\\n#include <b.h>\\n'
+    """
+    end = 0
+    continued = False
+    for line in source.splitlines(keepends=True):
+        text = line.strip()
+        if not (continued or not text or text.startswith(("#", "//"))):
+            break
+        continued = text.endswith("\\")
+        end += len(line)
+    return source[:end]
+
+
+def pch_key(prepared: PreparedCompile) -> str | None:
+    """Which precompiled header a compile needs: its options and header prefix (NVRTC
+    makes a new PCH when either differs); ``None`` for a compile without ``-pch``. The
+    program name does not matter (NVRTC reuses a PCH across names: checked)."""
+    if prepared.backend != "nvrtc" or not uses_pch(prepared.options):
+        return None
+    digest = hashlib.sha256()
+    for option in prepared.options:
+        digest.update(option.encode("utf-8", "surrogateescape") + b"\0")
+    digest.update(header_prefix(prepared.source).encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()[:20]
+
+
+def worker_folders_root() -> Path:
+    """``<tmp>/asynccomp-nvrtc-<uid>``, this user's (0700), made if needed; where every
+    engine's workers get their folders. One taken by someone else is not used: a fresh
+    private folder is."""
+    root = Path(tempfile.gettempdir(), f"asynccomp-nvrtc-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        root.mkdir(0o700)
+    try:
+        st = root.lstat()
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
+            return root
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="asynccomp-nvrtc-"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_worker_folders(root: Path) -> list[str]:
+    """Remove the worker folders of engines that are not running (killed before they
+    could clean up: their workers died with them); returns the names removed."""
+    removed: list[str] = []
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _FOLDER_NAME.fullmatch(entry.name)
+        if match is None or int(match.group(1)) == os.getpid() or _alive(int(match.group(1))):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry.name)
+    return removed
 
 
 def _describe_exit(code: int | None) -> str:
@@ -112,12 +225,14 @@ def _describe_exit(code: int | None) -> str:
 
 
 class _Worker:
-    def __init__(self, process: anyio.abc.Process) -> None:
+    def __init__(self, process: anyio.abc.Process, folder: Path | None) -> None:
         assert process.stdin is not None and process.stdout is not None
         self.process = process
+        self.folder = folder  # its $TMPDIR, removed when it is reaped
         self._send = process.stdin
         self._receive = BufferedByteReceiveStream(process.stdout)
         self.answered = False  # has acknowledged a job before
+        self.pch_keys: list[str] = []  # the precompiled headers it holds
 
     @property
     def pid(self) -> int:
@@ -162,6 +277,9 @@ class _Worker:
                 except ProcessLookupError:
                     pass
             await self.process.aclose()
+            if self.folder is not None:  # its precompiled headers (hundreds of MB)
+                await anyio.to_thread.run_sync(shutil.rmtree, self.folder, True)
+                self.folder = None
 
 
 class NvrtcProcessPool:
@@ -186,6 +304,9 @@ class NvrtcProcessPool:
         self._changed = anyio.Event()
         self._closed = False
         self._seq = itertools.count()
+        self._folders = itertools.count()
+        self._root: Path | None = None  # made, and swept, at the first start
+        self._pch = {"created": 0, "reused": 0, "not_made": 0, "retired": 0}
 
     @property
     def _alive(self) -> int:
@@ -196,35 +317,79 @@ class NvrtcProcessPool:
         """Process ids of the workers now alive (idle or busy)."""
         return [w.pid for w in (*self._idle, *self._busy)]
 
+    def worker_folders(self) -> dict[int, Path]:
+        """Each live worker's folder (its ``$TMPDIR``, where its PCH files are)."""
+        return {w.pid: w.folder for w in (*self._idle, *self._busy) if w.folder is not None}
+
+    def pch_holders(self) -> dict[int, tuple[str, ...]]:
+        """The precompiled headers (:func:`pch_key`) each live worker holds."""
+        return {w.pid: tuple(w.pch_keys) for w in (*self._idle, *self._busy)}
+
+    def pch_counts(self) -> dict[str, int]:
+        """Compiles with ``-pch`` that made a PCH (``created``), used one (``reused``),
+        or neither (``not_made``: NVRTC declined, e.g. a ``#line`` in the prefix), and
+        workers retired for holding too many (``retired``)."""
+        return dict(self._pch)
+
     def _notify(self) -> None:
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
+
+    def _new_folder(self) -> Path:
+        """Blocking: a fresh folder for one worker (the first also sweeps stale ones)."""
+        if self._root is None:
+            self._root = worker_folders_root()
+            swept = sweep_worker_folders(self._root)
+            if swept:
+                logger.info("asynccomp: removed %d stale NVRTC worker folders", len(swept))
+        folder = self._root / f"{os.getpid()}-{next(self._folders)}"
+        folder.mkdir(0o700)
+        return folder
 
     async def _spawn(self) -> _Worker:
         """Start one worker process (the caller counted it as starting)."""
         # Shielded: cancelled halfway, the process would exist with nobody to reap it.
         with anyio.CancelScope(shield=True):
-            process = await anyio.open_process(
-                self.command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=None,
-                env=_worker_env(),
-                # Nothing to find there: a quoted #include reads the caller's folder,
-                # which every job names (see with_caller_folders), never this one's.
-                cwd=empty_folder(),
-                # Out of the terminal's process group: Ctrl-C is the parent's to handle.
-                start_new_session=True,
-            )
-        return _Worker(process)
+            folder = await anyio.to_thread.run_sync(self._new_folder)
+            try:
+                process = await anyio.open_process(
+                    self.command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=None,
+                    env=_worker_env(folder),
+                    # Nothing to find there: a quoted #include reads the caller's folder,
+                    # which every job names (see with_caller_folders), never this one's.
+                    cwd=empty_folder(),
+                    # Out of the terminal's process group: Ctrl-C is the parent's to handle.
+                    start_new_session=True,
+                )
+            except BaseException:
+                await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
+                raise
+        return _Worker(process, folder)
 
-    async def _take(self) -> _Worker:
-        """An idle worker, a new one if there is room, else the next one to come free."""
+    def _pick_idle(self, key: str | None) -> _Worker | None:
+        """The idle worker a job with PCH ``key`` should take (see the module doc)."""
+        if not self._idle:
+            return None
+        chosen = None
+        if key is not None:
+            chosen = next((w for w in reversed(self._idle) if key in w.pch_keys), None)
+        if chosen is None:
+            chosen = next((w for w in reversed(self._idle) if not w.pch_keys), None)
+        if chosen is None:
+            chosen = self._idle[-1]
+        self._idle.remove(chosen)
+        return chosen
+
+    async def _take(self, key: str | None = None) -> _Worker:
+        """An idle worker (the holder of PCH ``key`` first), a new one if there is room,
+        else the next one to come free."""
         while True:
             if self._closed:
                 raise anyio.ClosedResourceError
-            while self._idle:
-                worker = self._idle.pop()
+            while (worker := self._pick_idle(key)) is not None:
                 if not worker.exited:
                     return worker
                 await worker.kill()  # died while idle: reap it, look again
@@ -258,16 +423,17 @@ class NvrtcProcessPool:
 
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
         """Compile on a worker; see the module doc for what happens on faults."""
+        key = pch_key(prepared)
         for _ in range(_ATTEMPTS):
             try:
-                worker = await self._take()
+                worker = await self._take(key)
             except OSError as exc:  # no process could be started (fork limits, no memory)
                 return BackendOutput(
                     "crashed", None, "", f"no NVRTC worker could be started: {exc}"
                 )
             except anyio.ClosedResourceError:
                 return BackendOutput("crashed", None, "", "the NVRTC worker pool is closed")
-            out = await self._run_on(worker, prepared)
+            out = await self._run_on(worker, prepared, key)
             if out is not None:
                 return out
         return BackendOutput(
@@ -278,7 +444,9 @@ class NvrtcProcessPool:
             "receiving the job",
         )
 
-    async def _run_on(self, worker: _Worker, prepared: PreparedCompile) -> BackendOutput | None:
+    async def _run_on(
+        self, worker: _Worker, prepared: PreparedCompile, key: str | None = None
+    ) -> BackendOutput | None:
         """The job's output, or ``None`` when the worker died before receiving it."""
         seq = next(self._seq)
         self._busy.add(worker)
@@ -320,7 +488,7 @@ class NvrtcProcessPool:
                 return BackendOutput(
                     "timeout", None, "", "NVRTC did not stop at the timeout; worker killed"
                 )
-            keep = True
+            keep = self._note_pch(worker, key, out)
             return out
         finally:
             self._busy.discard(worker)
@@ -329,6 +497,25 @@ class NvrtcProcessPool:
             else:
                 self._notify()  # one fewer worker: room to start another
                 await worker.kill()
+
+    def _note_pch(self, worker: _Worker, key: str | None, out: BackendOutput) -> bool:
+        """Record which PCH ``worker`` holds after a job; whether to keep the worker."""
+        if key is None or out.status not in ("ok", "failed"):
+            return True
+        if _PCH_MADE in out.log:
+            self._pch["created"] += 1
+            if key not in worker.pch_keys:
+                worker.pch_keys.append(key)
+        elif _PCH_USED in out.log:
+            self._pch["reused"] += 1
+            if key not in worker.pch_keys:  # another job's PCH with the same prefix
+                worker.pch_keys.append(key)
+        else:
+            self._pch["not_made"] += 1
+        if len(worker.pch_keys) > MAX_PCH_PER_WORKER:
+            self._pch["retired"] += 1
+            return False  # killed, and its files removed; a fresh one starts on need
+        return True
 
     async def _cancel(self, worker: _Worker, seq: int) -> bool:
         with anyio.move_on_after(CANCEL_GRACE):

@@ -1,0 +1,259 @@
+"""The facade's public functions (re-exported by :mod:`asynccomp.tilelang`, documented
+there).
+
+``compile_cuda`` is :func:`~._render.make_job` + the process-wide engine that
+:mod:`asynccomp.tvm` uses too (:mod:`asynccomp.tvm._runtime`: on the compile server by
+default, ``$ASYNCCOMP_SERVER`` applies) + TileLang's exception for a failed compile;
+:func:`register` makes it TileLang's ``tilelang_callback_cuda_compile``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..result import CompileResult
+from ..sync import SyncEngine
+from ..tvm import _runtime
+from ._errors import error_for, register_errors
+from ._render import PassConfig, TileLangPaths, make_job
+
+__all__ = (
+    "BACKEND_ENV",
+    "CALLBACK_NAME",
+    "compile_cuda",
+    "engine",
+    "register",
+    "registered",
+    "shutdown",
+    "tilelang_callback_cuda_compile",
+    "unregister",
+)
+
+logger = logging.getLogger("asynccomp.tilelang")
+
+#: The tvm-ffi global function TileLang's CUDA codegen calls.
+CALLBACK_NAME = "tilelang_callback_cuda_compile"
+#: ``nvcc`` (the default: TileLang's command line) or ``nvrtc`` (faster, other SASS),
+#: when :func:`register` is not told.
+BACKEND_ENV = "ASYNCCOMP_TILELANG_BACKEND"
+
+Backend = Literal["nvcc", "nvrtc"]
+
+
+@dataclass(frozen=True)
+class _Settings:
+    backend: Backend | None = None  # None: $ASYNCCOMP_TILELANG_BACKEND, else nvcc
+    pch: bool = True
+    dump: bool | Path = False
+    on_result: Callable[[CompileResult], None] | None = None
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.settings = _Settings()
+        self.registered = False
+        self.paths: TileLangPaths | None = None
+
+
+_state = _State()
+
+
+def _import_tilelang() -> Any:
+    try:
+        import tilelang
+    except ImportError as exc:
+        raise ImportError(
+            "asynccomp.tilelang needs TileLang: pip install 'asynccomp[tilelang]' "
+            f"(or tilelang itself) ({exc})"
+        ) from exc
+    return tilelang
+
+
+def _backend(settings: _Settings) -> Backend:
+    if settings.backend is not None:
+        return settings.backend
+    value = os.environ.get(BACKEND_ENV, "nvcc").strip().lower() or "nvcc"
+    if value not in ("nvcc", "nvrtc"):
+        raise ValueError(f"{BACKEND_ENV}={value!r}: expected nvcc (the default) or nvrtc")
+    return value  # type: ignore[return-value]
+
+
+def _paths() -> TileLangPaths:
+    paths = _state.paths
+    if paths is None:
+        paths = _state.paths = TileLangPaths.installed()
+    return paths
+
+
+def _arch_of(target: object) -> tuple[str, list[str]]:
+    """``("sm_90a", code list)`` from TileLang's target as its own callback reads it (no
+    ``arch``: TileLang asks the GPU, or raises its ValueError); a ``str`` is an arch."""
+    if isinstance(target, str):
+        return target, []
+    from tilelang.contrib import nvcc
+    from tvm.target import Target
+
+    if isinstance(target, Mapping):
+        target = Target(dict(target))
+    arch, code = nvcc.get_target_arch_and_code(target)
+    return f"sm_{arch}", nvcc.get_target_code_list(code)
+
+
+def compile_cuda(
+    code: str,
+    target: object,
+    pass_config: Mapping[str, object] | None = None,
+    *,
+    backend: Backend | None = None,
+    pch: bool | None = None,
+    dump: bool | str | os.PathLike[str] | None = None,
+) -> bytes:
+    """Compile TileLang kernel source as TileLang's callback does, on asynccomp's engine.
+
+    Args:
+        code: the CUDA source TileLang generated (``kernel.get_kernel_source()``).
+        target: a ``tvm.target.Target`` (or its dict form), as TileLang passes it, or an
+            architecture such as ``"sm_90a"``.
+        pass_config: TileLang's pass config (``tl.enable_fast_math``,
+            ``tl.ptxas_register_usage_level``, ``tl.device_compile_flags``,
+            ``cuda.kernels_output_dir``).
+        backend, pch, dump: override :func:`register`'s settings for this call.
+
+    Returns:
+        The cubin (a fatbin for a target with several ``code`` entries).
+
+    Raises:
+        TileLangCompileError: the compile failed; the message is TileLang's.
+        TileLangCompileTimeout: it ran past ``TILELANG_COMPILE_TIMEOUT_SECONDS``.
+        ValueError: no architecture (TileLang's message), or a bad setting.
+    """
+    settings = _state.settings
+    chosen = backend or _backend(settings)
+    arch, codes = _arch_of(target)
+    job = make_job(
+        code,
+        arch,
+        codes,
+        PassConfig.read(pass_config),
+        backend=chosen,
+        pch=settings.pch if pch is None else pch,
+        dump=settings.dump if dump is None else dump,
+        paths=_paths(),
+    )
+    result = _runtime.compile_job(job)
+    _report(result, settings)
+    if not result.ok:
+        register_errors()
+        raise error_for(result, code) from result.error
+    assert result.binary is not None
+    return result.binary
+
+
+def _report(result: CompileResult, settings: _Settings) -> None:
+    if logger.isEnabledFor(logging.DEBUG):
+        registers = {k: r.registers for k, r in result.resources.items()}
+        logger.debug(
+            "%s %s %s in %.2f s%s, registers %s",
+            result.job.backend,
+            "compiled" if result.ok else "failed",
+            result.job.arch,
+            result.elapsed,
+            " (cached)" if result.cached else "",
+            registers,
+        )
+    from tilelang.env import env
+
+    if env.get_default_verbose():  # what TileLang logs itself with TILELANG_VERBOSE
+        from tilelang import logger as tilelang_logger
+
+        tilelang_logger.info("NVCC compilation command: %s", " ".join(result.command))
+        tilelang_logger.info("PTXAS verbose output:\n%s", result.log)
+    if settings.on_result is not None:
+        settings.on_result(result)
+
+
+def tilelang_callback_cuda_compile(
+    code: str, target: object, pass_config: Mapping[str, object] | None = None
+) -> bytes:
+    """TileLang's compile callback, on asynccomp (see :func:`compile_cuda`)."""
+    return compile_cuda(code, target, pass_config)
+
+
+def register(
+    *,
+    backend: Backend | None = None,
+    pch: bool = True,
+    dump: bool | str | os.PathLike[str] = False,
+    on_result: Callable[[CompileResult], None] | None = None,
+) -> None:
+    """Make TileLang compile CUDA through asynccomp: register
+    :func:`tilelang_callback_cuda_compile` as the tvm-ffi global function
+    ``tilelang_callback_cuda_compile``, replacing TileLang's (``import tilelang`` first,
+    which registers its own once). Calling it again changes the settings.
+
+    Args:
+        backend: ``"nvcc"`` (TileLang's command line, the same SASS), ``"nvrtc"``
+            (NVRTC worker processes: faster, not the same SASS as nvcc); ``None``:
+            ``$ASYNCCOMP_TILELANG_BACKEND``, else nvcc.
+        pch: with NVRTC, keep a precompiled header of TileLang's headers in each
+            worker (``CompileJob(pch=True)``): about 2x faster after each worker's
+            first kernel, and 250-450 MB of disk per worker while it lives.
+        dump: dump every compile (``True``: under ``$ASYNCCOMP_DUMP_DIR`` or
+            ``./asynccomp-dumps``; a path: there). TileLang's pass config
+            ``cuda.kernels_output_dir`` dumps its kernels there too.
+        on_result: called with every :class:`~asynccomp.CompileResult` (log, ptxas
+            resources, timings, dump folder), in TileLang's thread, before the
+            binary goes back to TileLang.
+    """
+    if backend not in (None, "nvcc", "nvrtc"):
+        raise ValueError(f"backend must be 'nvcc', 'nvrtc' or None, got {backend!r}")
+    _import_tilelang()
+    import tvm_ffi
+
+    register_errors()
+    settings = _Settings(
+        backend=backend,
+        pch=pch,
+        dump=dump if isinstance(dump, bool) else Path(dump).absolute(),
+        on_result=on_result,
+    )
+    with _state.lock:
+        _state.settings = settings
+        tvm_ffi.register_global_func(CALLBACK_NAME, tilelang_callback_cuda_compile, override=True)
+        _state.registered = True
+
+
+def unregister() -> None:
+    """Give TileLang its own callback back (``tilelang.cuda.backend``'s)."""
+    _import_tilelang()
+    import tvm_ffi
+    from tilelang.cuda.backend import tilelang_callback_cuda_compile as own
+
+    with _state.lock:
+        tvm_ffi.register_global_func(CALLBACK_NAME, own, override=True)
+        _state.registered = False
+        _state.settings = _Settings()
+
+
+def registered() -> bool:
+    """Whether :func:`register` is in effect (and :func:`unregister` was not called)."""
+    return _state.registered
+
+
+def engine() -> SyncEngine:
+    """The process-wide engine the facade compiles on (the one :mod:`asynccomp.tvm`
+    uses too), started if needed."""
+    return _runtime.engine()
+
+
+def shutdown() -> None:
+    """Close the process-wide engine now (also done at interpreter exit); the next
+    compile starts a fresh one."""
+    _runtime.shutdown()

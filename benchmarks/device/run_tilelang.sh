@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# asynccomp.tilelang on the GPU machine (Python 3.12, torch 2.11, no TileLang): the
+# TileLang tests, then benchmarks/tilelang_sweep.py (the 64-config compile phase in
+# TileLang's own modes and asynccomp's, SASS checks, every kernel run against torch).
+# TileLang 0.1.15 and its cp312 wheels come from the git-ignored .device/tilelang/
+# (made from `pip download --only-binary=:all: --python-version 3.12`): TileLang's
+# wheel (49.6 MB) and z3's (29.3 MB) are split in halves (`split -n 2 -d`), a/ holding
+# the first halves and b/ the second with the small wheels (apache-tvm-ffi 0.1.12,
+# torch-c-dlpack-ext, tqdm, typing-extensions, platformdirs, pytest-asyncio), carried by
+# two commands started within 30 s of each other (/tmp survives that long):
+#   1. carry .device/tilelang/a:   bash benchmarks/device/run_tilelang.sh fetch
+#   2. carry .device/tilelang/b:   bash benchmarks/device/run_tilelang.sh run [sweep args]
+# Everything goes in with --no-deps into /tmp/site-tl, so the machine's torch stays.
+set -uo pipefail
+if [ "${1:-}" = fetch ]; then
+  cp .device/tilelang/a/*.part00 /tmp/ && ls -la /tmp/*.part00
+  exit
+fi
+shift || true
+SITE=/tmp/site-tl
+if [ ! -d "$SITE/tilelang" ]; then
+  mkdir -p "$SITE" /tmp/tl-wheels
+  for half in .device/tilelang/b/*.part01; do
+    name="$(basename "$half" .part01)"
+    cat "/tmp/$name.part00" "$half" > "/tmp/tl-wheels/$name" || exit 1
+  done
+  cp .device/tilelang/b/*.whl /tmp/tl-wheels/
+  python3 -m pip install -q --no-index --no-deps --target "$SITE" /tmp/tl-wheels/*.whl || exit 1
+fi
+# TileLang reads CUDA_HOME (a wrapper script on PATH can mislead its own search);
+# cuobjdump (the SASS checks) comes from the toolkit's bin/.
+export CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+export PYTHONPATH="$SITE:$PWD" PATH="$SITE/bin:$PATH:$CUDA_PATH/bin"
+nvidia-smi -L | tee "$OUT/gpu.txt"
+python3 -c "import tilelang, torch, cuda.bindings; print(tilelang.__version__, torch.__version__, \
+cuda.bindings.__version__, torch.cuda.is_available())" 2>&1 | tee -a "$OUT/gpu.txt"
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_tilelang.py tests/test_nvrtc_pch.py \
+  2>&1 | tail -15 | tee "$OUT/pytest_tilelang.txt"
+timeout 400 python3 benchmarks/tilelang_sweep.py --json "$OUT/tilelang_sweep.json" "$@" 2>&1 \
+  | grep -v -e "configurations:" -e "^\s*$" | tee "$OUT/tilelang_sweep.txt"

@@ -1,0 +1,389 @@
+"""A TileLang matmul autotune's compile phase: TileLang's own compile vs asynccomp's.
+
+    python benchmarks/tilelang_sweep.py [--configs 64] [--modes ...] [--group 4]
+        [--size 1024] [--server] [--no-gpu] [--json OUT]
+
+64 configurations of TileLang's classic fp16 matmul (fp32 accumulate): block_M, block_N
+in {64, 128}, block_K in {32, 64}, num_stages in {2, 3}, threads in {128, 256},
+rasterization on/off. Each mode runs TileLang's own ``AutoTuner.run()`` over them, with
+its benchmarking replaced by a stub that records each compiled kernel, so the wall time
+is the compile phase alone (lowering + the compile callback), with TileLang's own
+threads (``int(0.9 * CPUs)`` compile workers; ``--threads N`` sets them, at most the
+CPUs, for every mode):
+
+- ``tilelang``: TileLang's own callback (nvcc, one process per kernel);
+- ``tilelang-grouped``: ``run(enable_grouped_compile=True, group_compile_size=G)``: G
+  kernels merged into one source, one nvcc run each;
+- ``asynccomp-nvcc``: ``asynccomp.tilelang.register()``: TileLang's nvcc command line on
+  asynccomp's engine (same SASS, checked below);
+- ``asynccomp-nvrtc``: ``register(backend="nvrtc", pch=True)``: NVRTC worker processes
+  that keep a precompiled header of TileLang's headers (another compiler: other SASS);
+- ``asynccomp-nvrtc-nopch``: the same without the PCH (not in the default list).
+
+TileLang's caches are off and asynccomp's cache starts empty (a fresh folder, the engine
+restarted) for every mode, so every kernel is compiled. asynccomp's engine runs in this
+process (``--server``: on the compile server, started if none runs; warm for later
+modes), with one NVRTC worker / nvcc slot per CPU.
+
+Checked after the timing: every kernel's source is the same in every mode (lowering does
+not depend on the compiler), and ``cuobjdump -sass`` of asynccomp's nvcc binary equals
+TileLang's for each (the NVRTC one is counted, not expected). With a GPU (unless
+``--no-gpu``), every kernel of every mode runs through TileLang on the same inputs and is
+compared with torch (``relu(A @ B)`` in fp32, then fp16; atol=rtol=1e-2), and each
+asynccomp kernel's output with TileLang's own for the same configuration (bitwise: ``equal``).
+
+The JSON (``--json``) holds one object per mode plus the checks; the text summary one
+line per mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # this checkout's asynccomp, wherever it runs
+os.environ.setdefault("TILELANG_DISABLE_CACHE", "1")
+os.environ.setdefault("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
+os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
+
+import tilelang.language as T  # noqa: E402
+
+MODES = ("tilelang", "tilelang-grouped", "asynccomp-nvcc", "asynccomp-nvrtc")
+ALL_MODES = (*MODES, "asynccomp-nvrtc-nopch")
+CONFIGS = [
+    {"block_M": m, "block_N": n, "block_K": k, "num_stages": s, "threads": t, "raster": r}
+    for m, n, k, s, t, r in itertools.product(
+        [64, 128], [64, 128], [32, 64], [2, 3], [128, 256], [False, True]
+    )
+]
+
+
+def matmul(size: int) -> Any:
+    """The autotuner's kernel function (TileLang checks that its closure holds plain values
+    only, so ``T`` is a global)."""
+
+    def kernel(
+        block_M: int = 128,
+        block_N: int = 128,
+        block_K: int = 32,
+        num_stages: int = 2,
+        threads: int = 128,
+        raster: bool = False,
+    ) -> Any:
+        dtype, accum = "float16", "float32"
+
+        @T.prim_func
+        def main(
+            A: T.Tensor((size, size), dtype),
+            B: T.Tensor((size, size), dtype),
+            C: T.Tensor((size, size), dtype),
+        ):
+            with T.Kernel(T.ceildiv(size, block_N), T.ceildiv(size, block_M), threads=threads) as (
+                bx,
+                by,
+            ):
+                A_shared = T.alloc_shared((block_M, block_K), dtype)
+                B_shared = T.alloc_shared((block_K, block_N), dtype)
+                C_local = T.alloc_fragment((block_M, block_N), accum)
+                T.use_swizzle(panel_size=10, enable=raster)
+                T.clear(C_local)
+                for k in T.Pipelined(T.ceildiv(size, block_K), num_stages=num_stages):
+                    T.copy(A[by * block_M, k * block_K], A_shared)
+                    T.copy(B[k * block_K, bx * block_N], B_shared)
+                    T.gemm(A_shared, B_shared, C_local)
+                for i, j in T.Parallel(block_M, block_N):
+                    C_local[i, j] = T.max(C_local[i, j], 0)
+                T.copy(C_local, C[by * block_M, bx * block_N])
+
+        return main
+
+    return kernel
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Recorder:
+    """Wraps whichever compile callback a mode uses: each call's time, thread, source
+    and binary."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.lock = threading.Lock()
+        self.calls: list[dict[str, Any]] = []
+        self.binaries: dict[str, bytes] = {}
+        self.t0 = time.perf_counter()
+
+    def __call__(self, code: str, target: Any, pass_config: Any = None) -> Any:
+        start = time.perf_counter()
+        error = None
+        try:
+            out = self.inner(code, target, pass_config)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {str(exc)[-300:]}"
+            raise
+        finally:
+            end = time.perf_counter()
+            with self.lock:
+                self.calls.append(
+                    {
+                        "start": start - self.t0,
+                        "end": end - self.t0,
+                        "thread": threading.current_thread().name,
+                        "kernels": max(1, code.count("__global__") // 2),
+                        "error": error,
+                    }
+                )
+        with self.lock:
+            self.binaries[digest(code)] = bytes(out)
+        return out
+
+
+def run_mode(mode: str, args: argparse.Namespace, kernel: Any, configs: list[dict[str, Any]]):
+    import tilelang  # noqa: F401
+    import tvm_ffi
+    from tilelang.autotuner import AutoTuner
+    from tilelang.cuda.backend import tilelang_callback_cuda_compile as own
+
+    import asynccomp.tilelang as atl
+
+    atl.shutdown()  # a fresh engine and an empty cache for each mode
+    cache = tempfile.mkdtemp(prefix="tl-sweep-cache-")
+    os.environ["ASYNCCOMP_CACHE_DIR"] = cache
+    if mode.startswith("asynccomp"):
+        backend = "nvcc" if mode == "asynccomp-nvcc" else "nvrtc"
+        atl.register(backend=backend, pch=mode == "asynccomp-nvrtc")  # type: ignore[arg-type]
+        recorder = Recorder(atl.tilelang_callback_cuda_compile)
+    else:
+        atl.unregister()
+        recorder = Recorder(own)
+    tvm_ffi.register_global_func("tilelang_callback_cuda_compile", recorder, override=True)
+
+    kernels: dict[str, Any] = {}
+
+    def record(self: Any, jit_kernel: Any, *rest: Any, **kw: Any) -> tuple[float, None]:
+        key = digest(jit_kernel.get_kernel_source())
+        if key in kernels:  # grouped: every kernel of a group has the group's source
+            key = f"{key}-{len(kernels)}"
+        kernels[key] = jit_kernel
+        return float(len(kernels)), None
+
+    original = AutoTuner._benchmark_target
+    AutoTuner._benchmark_target = record
+    t0 = time.perf_counter()
+    recorder.t0 = t0
+    try:
+        tuner = AutoTuner.from_kernel(kernel=kernel, configs=configs)
+        tuner.set_compile_args(out_idx=[-1], target={"kind": "cuda", "arch": args.arch})
+        tuner.set_profile_args(skip_check=True)
+        tuner.run(
+            warmup=1,
+            rep=1,
+            timeout=0,
+            enable_grouped_compile=mode == "tilelang-grouped",
+            group_compile_size=args.group,
+        )
+    finally:
+        AutoTuner._benchmark_target = original
+    wall = time.perf_counter() - t0
+    calls = recorder.calls
+    events = sorted([(c["start"], 1) for c in calls] + [(c["end"], -1) for c in calls])
+    peak = now = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    stats = atl.engine().statistics() if mode.startswith("asynccomp") else None
+    row = {
+        "mode": mode,
+        "configs": len(configs),
+        "kernels_built": len(kernels),
+        "wall_s": round(wall, 2),
+        "compile_calls": len(calls),
+        "failed_calls": sum(c["error"] is not None for c in calls),
+        "first_error": next((c["error"] for c in calls if c["error"]), None),
+        "callback_busy_s": round(sum(c["end"] - c["start"] for c in calls), 2),
+        "peak_callbacks_at_once": peak,
+        "threads": len({c["thread"] for c in calls}),
+        "group": args.group if mode == "tilelang-grouped" else None,
+        "engine": None
+        if stats is None
+        else {"compiled": stats.compiled, "cache_hits": stats.cache_hits, "workers": stats.workers},
+    }
+    if mode == "asynccomp-nvrtc":
+        pool = _local_pool()
+        if pool is not None:
+            row["pch"] = pool.pch_counts()
+    atl.shutdown()
+    shutil.rmtree(cache, ignore_errors=True)
+    return row, kernels, recorder.binaries
+
+
+def _local_pool() -> Any:
+    """The NVRTC worker pool of the in-process facade engine (None on the server)."""
+    from asynccomp.tvm import _runtime
+
+    engine = _runtime._runtime.engine
+    try:
+        backend = engine.engine._parts.runner.backends["nvrtc"]
+        return backend.pool
+    except AttributeError:
+        return None
+
+
+def sass_of(binary: bytes, tool: str, folder: Path) -> str:
+    path = folder / "k.cubin"
+    path.write_bytes(binary)
+    out = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True)
+    return "\n".join(line for line in out.stdout.splitlines() if "k.cubin" not in line)
+
+
+def cuobjdump() -> str | None:
+    try:
+        from cuda import pathfinder
+
+        found = pathfinder.find_nvidia_binary_utility("cuobjdump")
+    except Exception:
+        found = None
+    return str(found) if found else shutil.which("cuobjdump")
+
+
+def compare_sass(binaries: dict[str, dict[str, bytes]]) -> dict[str, Any]:
+    tool = cuobjdump()
+    if tool is None or "tilelang" not in binaries:
+        return {"skipped": "no cuobjdump" if tool is None else "no tilelang mode"}
+    out: dict[str, Any] = {}
+    folder = Path(tempfile.mkdtemp(prefix="tl-sweep-sass-"))
+    try:
+        theirs = binaries["tilelang"]
+        for mode in ("asynccomp-nvcc", "asynccomp-nvrtc", "asynccomp-nvrtc-nopch"):
+            if mode not in binaries:
+                continue
+            same = sum(
+                sass_of(binary, tool, folder) == sass_of(theirs[key], tool, folder)
+                for key, binary in binaries[mode].items()
+                if key in theirs
+            )
+            both = sum(key in theirs for key in binaries[mode])
+            out[mode] = {"kernels_compared": both, "sass_identical": same}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+def run_on_gpu(kernels: dict[str, dict[str, Any]], size: int) -> dict[str, Any]:
+    import torch
+
+    torch.manual_seed(0)
+    a = torch.randn(size, size, device="cuda", dtype=torch.float16)
+    b = torch.randn(size, size, device="cuda", dtype=torch.float16)
+    reference = torch.relu(a.float() @ b.float()).half()
+    outputs: dict[str, dict[str, Any]] = {}
+    summary: dict[str, Any] = {}
+    for mode, built in kernels.items():
+        ok = bad = 0
+        worst = 0.0
+        outputs[mode] = {}
+        for key, kernel in built.items():
+            c = kernel(a, b)
+            torch.cuda.synchronize()
+            outputs[mode][key] = c
+            worst = max(worst, (c.float() - reference.float()).abs().max().item())
+            if torch.allclose(c, reference, atol=1e-2, rtol=1e-2):
+                ok += 1
+            else:
+                bad += 1
+        summary[mode] = {"match_torch": ok, "mismatch_torch": bad, "max_abs_diff": worst}
+    if "tilelang" in outputs:
+        theirs = outputs["tilelang"]
+        for mode, got in outputs.items():
+            if mode == "tilelang":
+                continue
+            common = [k for k in got if k in theirs]
+            summary[mode]["equal_to_tilelang"] = sum(torch.equal(got[k], theirs[k]) for k in common)
+            summary[mode]["compared_to_tilelang"] = len(common)
+    return summary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--configs", type=int, default=64, help="how many of the 64")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(ALL_MODES)}")
+    parser.add_argument("--group", type=int, default=4, help="grouped compile's group size")
+    parser.add_argument("--size", type=int, default=1024, help="M = N = K")
+    parser.add_argument("--arch", default="sm_90a")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="the autotuner's compile threads, every mode (TILELANG_AUTO_TUNING_CPU_COUNTS; "
+        "at most the CPUs); 0: TileLang's default, int(0.9 * CPUs)",
+    )
+    parser.add_argument("--server", action="store_true", help="asynccomp on the compile server")
+    parser.add_argument("--no-gpu", action="store_true", help="compile only; run nothing")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = set(modes) - set(ALL_MODES)
+    if unknown:
+        parser.error(f"unknown modes {sorted(unknown)}")
+    os.environ["ASYNCCOMP_SERVER"] = "auto" if args.server else "off"
+    if args.threads:
+        os.environ["TILELANG_AUTO_TUNING_CPU_COUNTS"] = str(args.threads)
+
+    import tilelang
+    import torch
+
+    configs = CONFIGS[: args.configs]
+    kernel = matmul(args.size)
+    gpu = not args.no_gpu and torch.cuda.is_available()
+    report: dict[str, Any] = {
+        "tilelang": tilelang.__version__,
+        "cpus": len(os.sched_getaffinity(0)),
+        "configs": len(configs),
+        "size": args.size,
+        "arch": args.arch,
+        "threads_asked": args.threads or None,
+        "gpu": torch.cuda.get_device_name() if gpu else None,
+        "modes": [],
+    }
+    kernels: dict[str, dict[str, Any]] = {}
+    binaries: dict[str, dict[str, bytes]] = {}
+    for mode in modes:
+        row, built, binary = run_mode(mode, args, kernel, configs)
+        report["modes"].append(row)
+        kernels[mode] = built
+        if mode != "tilelang-grouped":  # its binaries hold several kernels each
+            binaries[mode] = binary
+        print(
+            f"{mode:22} {row['wall_s']:8.2f} s  {row['kernels_built']:3d} kernels  "
+            f"{row['compile_calls']:3d} compile calls  {row['failed_calls']} failed  "
+            f"peak {row['peak_callbacks_at_once']} at once",
+            flush=True,
+        )
+    sources = {mode: set(built) for mode, built in kernels.items() if mode != "tilelang-grouped"}
+    report["same_sources_in_every_mode"] = len({frozenset(s) for s in sources.values()}) <= 1
+    report["sass"] = compare_sass(binaries)
+    print("sass vs tilelang:", json.dumps(report["sass"]))
+    if gpu:
+        report["correctness"] = run_on_gpu(kernels, args.size)
+        print("correctness:", json.dumps(report["correctness"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

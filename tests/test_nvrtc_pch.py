@@ -1,0 +1,171 @@
+"""NVRTC precompiled headers in the worker processes: rendering, routing, files, bytes.
+
+Small CCCL headers stand in for TileLang's (their PCH is about 250 MB and takes a
+second to make); TileLang's own are in test_tilelang.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asynccomp import CompileJob, InvalidJob
+from asynccomp.backends import BackendOptions, NvrtcBackend
+from asynccomp.backends._nvrtc_pool import (
+    header_prefix,
+    pch_key,
+    sweep_worker_folders,
+    worker_folders_root,
+)
+from asynccomp.toolkit import find_toolkit
+
+pytestmark = pytest.mark.skipif(
+    find_toolkit().nvrtc_version is None, reason="NVRTC is not installed"
+)
+
+HEADERS = {
+    "p1": "#include <cuda/std/type_traits>\n#include <cuda/std/limits>\n",
+    "p2": "#include <cuda/std/tuple>\n#include <cuda/std/array>\n",
+}
+BODY = 'extern "C" __global__ void k{n}(float* x) {{ x[threadIdx.x] = {n}.0f; }}\n'
+MADE, USED = "creating precompiled header file", "using precompiled header file"
+
+
+def source(prefix: str, n: int) -> str:
+    return HEADERS[prefix] + BODY.format(n=n)
+
+
+@pytest.fixture
+async def backend() -> AsyncIterator[NvrtcBackend]:
+    started = NvrtcBackend(find_toolkit(), mode="processes", workers=2)
+    try:
+        yield started
+    finally:
+        await started.aclose()
+
+
+async def compile_one(backend: NvrtcBackend, text: str, pch: bool = True) -> tuple[str, bytes]:
+    job = CompileJob(text, arch="sm_90a", pch=pch)
+    out = await backend.run(backend.prepare(job, BackendOptions("sm_90a")))
+    assert out.status == "ok", out.log
+    assert out.binary is not None
+    return out.log, out.binary
+
+
+def test_pch_is_rendered_first_and_only_for_nvrtc() -> None:
+    nvrtc = NvrtcBackend(find_toolkit())
+    job = CompileJob(source("p1", 0), arch="sm_90a", pch=True)
+    prepared = nvrtc.prepare(job, BackendOptions("sm_90a", line_info=True))
+    assert prepared.options[0] == "-pch" and prepared.options.count("-pch") == 1
+    exact = CompileJob(source("p1", 0), options=["-arch=sm_90a"], exact_options=True, pch=True)
+    assert nvrtc.prepare(exact, BackendOptions("sm_90a")).options[:2] == ("-pch", "-arch=sm_90a")
+    with pytest.raises(InvalidJob, match="pch"):
+        CompileJob(source("p1", 0), backend="nvcc", pch=True)
+    with pytest.raises(InvalidJob, match="pch"):
+        CompileJob(source("p1", 0), pch=1)  # type: ignore[arg-type]
+
+
+def test_pch_key_follows_prefix_and_options() -> None:
+    nvrtc = NvrtcBackend(find_toolkit())
+
+    def key(text: str, pch: bool = True, *options: str) -> str | None:
+        job = CompileJob(text, arch="sm_90a", pch=pch, options=options)
+        return pch_key(nvrtc.prepare(job, BackendOptions("sm_90a")))
+
+    assert key(source("p1", 1)) == key(source("p1", 2))  # another body, same headers
+    assert key(source("p1", 1)) != key(source("p2", 1))
+    assert key(source("p1", 1)) != key(source("p1", 1), True, "-DX=1")
+    assert key(source("p1", 1), False) is None
+    assert header_prefix("// c\n#define A \\\n  1\n#include <x>\nint a;\n") == (
+        "// c\n#define A \\\n  1\n#include <x>\n"
+    )
+
+
+async def test_same_prefix_goes_to_the_worker_holding_its_pch(backend: NvrtcBackend) -> None:
+    pool = backend.pool
+    assert pool is not None
+    await pool.warm_up()
+    # Round 1: both prefixes at once, so each worker makes one PCH.
+    logs: dict[str, str] = {}
+
+    async def one(prefix: str, n: int) -> None:
+        logs[prefix], _ = await compile_one(backend, source(prefix, n))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one, "p1", 1)
+        tg.start_soon(one, "p2", 2)
+    assert MADE in logs["p1"] and MADE in logs["p2"]
+    holders = {keys[0]: pid for pid, keys in pool.pch_holders().items() if keys}
+    assert len(holders) == 2  # one PCH on each worker
+    folders = pool.worker_folders()
+    # Then one at a time: a pool taking the last idle worker would send one of the two
+    # to the worker holding the other's PCH (which would make a second one there).
+    for prefix in ("p1", "p2", "p2", "p1"):
+        await one(prefix, 3)
+        job = CompileJob(source(prefix, 0), arch="sm_90a", pch=True)
+        pid = holders[pch_key(backend.prepare(job, BackendOptions("sm_90a"))) or ""]
+        assert USED in logs[prefix]
+        assert str(folders[pid]) in logs[prefix]  # the PCH file of that worker
+    assert pool.pch_counts() == {"created": 2, "reused": 4, "not_made": 0, "retired": 0}
+
+
+async def test_pch_and_plain_compiles_are_byte_identical(backend: NvrtcBackend) -> None:
+    made_log, made = await compile_one(backend, source("p1", 5))
+    used_log, used = await compile_one(backend, source("p1", 5))
+    _, plain = await compile_one(backend, source("p1", 5), pch=False)
+    assert MADE in made_log and USED in used_log
+    assert made == used == plain
+
+
+def pch_files(folder: Path) -> list[Path]:
+    return list(folder.glob("__nvrtc_auto_pch_*/*.pch"))
+
+
+async def test_a_killed_worker_leaves_no_pch(backend: NvrtcBackend) -> None:
+    pool = backend.pool
+    assert pool is not None
+    await compile_one(backend, source("p1", 6))
+    ((pid, folder),) = pool.worker_folders().items()
+    assert pch_files(folder), "the PCH is in the worker's own folder"
+    os.kill(pid, signal.SIGKILL)
+    # The next job finds it dead (idle, or failing to take the job), reaps it, which
+    # removes its folder, and runs on a new worker.
+    log, _ = await compile_one(backend, source("p1", 7))
+    assert MADE in log  # a new worker, a new PCH
+    assert not folder.exists()
+    alive = pool.worker_folders()
+    assert pid not in alive
+    await backend.aclose()
+    assert not any(f.exists() for f in alive.values())
+
+
+async def test_workers_without_pch_write_nothing(backend: NvrtcBackend) -> None:
+    pool = backend.pool
+    assert pool is not None
+    await compile_one(backend, source("p2", 8), pch=False)
+    ((_, folder),) = pool.worker_folders().items()
+    assert list(folder.iterdir()) == []
+    await backend.aclose()
+    assert not folder.exists()
+
+
+async def test_stale_folders_of_dead_engines_are_swept(backend: NvrtcBackend) -> None:
+    root = worker_folders_root()
+    probe = await anyio.run_process(["sh", "-c", "echo $$"])
+    stale = root / f"{int(probe.stdout)}-0"  # a process that has ended
+    (stale / "__nvrtc_auto_pch_1_0").mkdir(parents=True)
+    (stale / "__nvrtc_auto_pch_1_0" / "kernel_0.pch").write_bytes(b"x" * 1024)
+    live = root / f"{os.getppid()}-0"  # a running process's folder stays
+    live.mkdir(exist_ok=True)
+    try:
+        await compile_one(backend, source("p1", 9), pch=False)  # the first start sweeps
+        assert not stale.exists()
+        assert live.exists()
+        assert sweep_worker_folders(root) == []
+    finally:
+        live.rmdir()

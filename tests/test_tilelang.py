@@ -1,0 +1,289 @@
+"""asynccomp.tilelang against the real TileLang 0.1.15 (skipped without it), no GPU: kernels
+are built for ``{"kind": "cuda", "arch": "sm_90a"}``, which lowers and compiles without
+one. Its CI step is a venv of its own (.ci/run)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("TILELANG_DISABLE_CACHE", "1")  # TileLang's caches sit above ours
+os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
+tilelang = pytest.importorskip("tilelang")
+
+import tvm_ffi  # noqa: E402
+from tilelang import language as T  # noqa: E402
+
+import asynccomp.tilelang as atl  # noqa: E402
+from asynccomp import CompileError, CompileJob, CompileResult, CompileTimeout  # noqa: E402
+from asynccomp.errors import EmptyOutput, WorkerCrashed  # noqa: E402
+from asynccomp.tilelang._errors import message_for  # noqa: E402
+from asynccomp.toolkit import find_toolkit  # noqa: E402
+
+from .sass import cuobjdump, sass  # noqa: E402
+
+TARGET = {"kind": "cuda", "arch": "sm_90a"}
+needs_nvcc = pytest.mark.skipif(find_toolkit().nvcc is None, reason="nvcc is not installed")
+
+
+def matmul(block_m: int, block_n: int, block_k: int = 32, stages: int = 2) -> Any:
+    """TileLang's classic matmul (fp16 in, fp32 accumulate) on a 256^3 problem."""
+    size = 256
+
+    # TileLang's annotations are calls, which mypy cannot read.
+    @T.prim_func  # type: ignore[untyped-decorator]
+    def main(
+        A: T.Tensor((size, size), "float16"),  # type: ignore[valid-type]
+        B: T.Tensor((size, size), "float16"),  # type: ignore[valid-type]
+        C: T.Tensor((size, size), "float16"),  # type: ignore[valid-type]
+    ) -> None:
+        with T.Kernel(T.ceildiv(size, block_n), T.ceildiv(size, block_m), threads=128) as (bx, by):
+            a = T.alloc_shared((block_m, block_k), "float16")
+            b = T.alloc_shared((block_k, block_n), "float16")
+            c = T.alloc_fragment((block_m, block_n), "float32")
+            T.clear(c)
+            for k in T.Pipelined(T.ceildiv(size, block_k), num_stages=stages):
+                T.copy(A[by * block_m, k * block_k], a)
+                T.copy(B[k * block_k, bx * block_n], b)
+                T.gemm(a, b, c)
+            T.copy(c, C[by * block_m, bx * block_n])
+
+    return main
+
+
+@pytest.fixture
+def results() -> Iterator[list[CompileResult]]:
+    """Every result of the facade, and TileLang's own callback back afterwards."""
+    seen: list[CompileResult] = []
+    yield seen
+    atl.unregister()
+
+
+@pytest.fixture
+def own_callback() -> Iterator[list[tuple[str, bytes]]]:
+    """TileLang's own callback, recording (source, binary) of each compile."""
+    from tilelang.cuda.backend import tilelang_callback_cuda_compile as own
+
+    calls: list[tuple[str, bytes]] = []
+
+    def recording(code: str, target: Any, pass_config: Any = None) -> bytearray:
+        binary: bytearray = own(code, target, pass_config)
+        calls.append((code, bytes(binary)))
+        return binary
+
+    tvm_ffi.register_global_func(atl.CALLBACK_NAME, recording, override=True)
+    yield calls
+    atl.unregister()
+
+
+def test_the_command_line_is_tilelangs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TileLang's argv (captured from its own callback, nvcc not run) is ours but for
+    nvcc's path, the file names and the flags that change no byte."""
+    from tilelang.contrib import nvcc as tl_nvcc
+    from tilelang.cuda.backend import tilelang_callback_cuda_compile as own
+    from tvm.target import Target
+
+    captured: list[list[str]] = []
+
+    class Stop(Exception):
+        pass
+
+    def popen(argv: list[str], *args: object, **kwargs: object) -> None:
+        captured.append(list(argv))
+        raise Stop
+
+    monkeypatch.setattr(tl_nvcc.subprocess, "Popen", popen)
+    monkeypatch.setenv("TILELANG_VERBOSE", "1")
+    config = {
+        "tl.enable_fast_math": True,
+        "tl.ptxas_register_usage_level": 8,
+        "tl.device_compile_flags": ["-DMY_SWITCH=1 -DOTHER", "--expt-relaxed-constexpr"],
+    }
+    for target in (
+        TARGET,
+        {**TARGET, "code": ["sm_90a"]},
+        {**TARGET, "code": ["sm_90a", "sm_100a"]},
+    ):
+        with pytest.raises(Stop):
+            own("// k\n", Target(target), config)
+        theirs = captured[-1]
+        arch, codes = atl._facade._arch_of(Target(target))
+        job = atl.make_job("// k\n", arch, codes, atl.PassConfig.read(config))
+        assert job.backend == "nvcc" and job.exact_options
+        assert job.output == ("fatbin" if len(codes) > 1 else "cubin")
+        extras = ["-Xcompiler", "-MMD,-MF,tvm_kernels.d"]  # verbose: ptxas already reports
+        assert list(job.options) == theirs[1:-3] + extras
+        assert theirs[-3] == "-o"
+    monkeypatch.delenv("TILELANG_VERBOSE")
+    plain = atl.make_job("// k\n", "sm_90a", (), atl.PassConfig.read(None))
+    assert list(plain.options[-3:]) == [
+        "--ptxas-options=-v",
+        "-Xcompiler",
+        "-MMD,-MF,tvm_kernels.d",
+    ]
+
+
+@needs_nvcc
+@pytest.mark.skipif(cuobjdump() is None, reason="cuobjdump is not installed")
+def test_sass_is_tilelangs_own(
+    own_callback: list[tuple[str, bytes]], results: list[CompileResult], tmp_path: Path
+) -> None:
+    tilelang.compile(matmul(64, 64), out_idx=[-1], target=TARGET)
+    ((code, theirs),) = own_callback
+    atl.register(on_result=results.append)
+    kernel = tilelang.compile(matmul(64, 64), out_idx=[-1], target=TARGET)
+    assert kernel.get_kernel_source() == code
+    (result,) = results
+    assert result.ok and result.job.backend == "nvcc" and not result.cached
+    tool = cuobjdump()
+    assert tool is not None
+    assert sass(result.binary or b"", tool, tmp_path) == sass(theirs, tool, tmp_path)
+    assert result.resources["main_kernel"].registers > 0  # ptxas -v, added
+    assert "tilelang" in " ".join(result.command)
+
+
+@needs_nvcc
+def test_par_compile_autotuner_and_grouped_compile(
+    results: list[CompileResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tilelang.autotuner import AutoTuner
+
+    monkeypatch.chdir(tmp_path)  # the autotuner writes autotuner.log here
+    atl.register(on_result=results.append)
+    configs = [{"block_m": 64, "block_n": 64}, {"block_m": 64, "block_n": 128}]
+    kernels = tilelang.par_compile(
+        [matmul(**c) for c in configs], out_idx=[-1], target=TARGET, num_workers=2
+    )
+    assert all(k is not None for k in kernels)
+    assert [r.cached for r in results] == [False, False]
+
+    def no_benchmark(self: Any, jit_kernel: Any, *args: Any, **kwargs: Any) -> tuple[float, None]:
+        return float(len(jit_kernel.get_kernel_source())), None
+
+    tuner = AutoTuner.from_kernel(kernel=matmul, configs=configs)
+    tuner.set_compile_args(out_idx=[-1], target=TARGET).set_profile_args(skip_check=True)
+    original = AutoTuner._benchmark_target
+    AutoTuner._benchmark_target = no_benchmark  # no GPU to time on
+    try:
+        best = tuner.run(warmup=1, rep=1, timeout=0)
+        assert best.config in configs
+        # The same sources again: asynccomp's cache answered (it knows their headers).
+        assert [r.cached for r in results[2:]] == [True, True]
+        grouped = AutoTuner.from_kernel(kernel=matmul, configs=configs)
+        grouped.set_compile_args(out_idx=[-1], target=TARGET).set_profile_args(skip_check=True)
+        grouped.run(warmup=1, rep=1, timeout=0, enable_grouped_compile=True, group_compile_size=2)
+    finally:
+        AutoTuner._benchmark_target = original
+    (merged,) = results[4:]  # one compile of both kernels, as TileLang's grouped mode does
+    assert merged.ok and len(merged.resources) == 2
+
+
+@needs_nvcc
+def test_errors_reach_tilelang_as_its_own(
+    results: list[CompileResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    atl.register(on_result=results.append)
+    postproc = "tilelang_callback_cuda_postproc"
+
+    def break_it(code: str, target: Any) -> str:
+        return code + "\nthis is not CUDA;\n"
+
+    tvm_ffi.register_global_func(postproc, break_it, override=True)
+    try:
+        with pytest.raises(atl.TileLangCompileError) as caught:
+            tilelang.compile(matmul(64, 64, 64), out_idx=[-1], target=TARGET)
+        assert isinstance(caught.value, RuntimeError)  # what TileLang's callers catch
+        message = str(caught.value)
+        source = results[-1].job.source
+        assert message.startswith(source) and "\nCompilation error:\n" in message
+        assert "this is not CUDA" in message and "\nCommand: " in message
+        kernels = tilelang.par_compile(
+            [matmul(64, 64, 64)], out_idx=[-1], target=TARGET, ignore_error=True
+        )
+        assert kernels == [None]
+    finally:
+        tvm_ffi.remove_global_func(postproc)
+    monkeypatch.setenv("TILELANG_COMPILE_TIMEOUT_SECONDS", "0.3")
+    with pytest.raises(atl.TileLangCompileTimeout, match=r"^NVCC compilation timed out after 0.3"):
+        tilelang.compile(matmul(64, 64, 128), out_idx=[-1], target=TARGET)
+    assert isinstance(results[-1].error, CompileTimeout)
+
+
+def test_messages_for_failures_without_a_compiler_verdict() -> None:
+    job = CompileJob("// k\n", name="tvm_kernels", backend="nvcc", arch="sm_90a")
+    empty = CompileResult(job, "cubin", "sm_90a", None, error=EmptyOutput("x", job=job))
+    assert message_for(empty, "// k\n") == "Compilation error: empty result is generated"
+    crashed = CompileResult(job, "cubin", "sm_90a", None, error=WorkerCrashed("it died", job=job))
+    assert message_for(crashed, "// k\n").endswith("(WorkerCrashed): it died")
+    error = atl.TileLangCompileError("x", log="log", job=job)
+    assert isinstance(error, CompileError) and isinstance(error, RuntimeError)
+    timeout = atl.TileLangCompileTimeout("t", timeout=2.0)
+    assert isinstance(timeout, CompileTimeout) and timeout.timeout == 2.0
+
+
+@pytest.mark.parametrize("backend", ["nvcc", "nvrtc"])
+def test_the_cache_follows_the_headers(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, results: list[CompileResult]
+) -> None:
+    """An edited template header is a miss: the host preprocessor's -MMD list (nvcc), or
+    asynccomp's include scan (NVRTC; TileLang's real headers defeat it, see the docs)."""
+    if backend == "nvcc" and find_toolkit().nvcc is None:
+        pytest.skip("nvcc is not installed")
+    templates = tmp_path / "src"
+    (templates / "tl_templates" / "cuda").mkdir(parents=True)
+    real = atl.TileLangPaths.installed()
+    # NVRTC's prelude includes TileLang's nvrtc_std.h: keep it reachable.
+    (templates / "tl_templates" / "cuda" / "nvrtc_std.h").write_text(
+        Path(real.template, "tl_templates", "cuda", "nvrtc_std.h").read_text()
+    )
+    header = templates / "tl_templates" / "mine.h"
+    header.write_text("#define VALUE 1.0f\n")
+    monkeypatch.setattr(
+        atl._facade._state,
+        "paths",
+        atl.TileLangPaths(str(templates), real.cutlass, real.host_compiler),
+    )
+    atl.register(backend=backend, on_result=results.append)  # type: ignore[arg-type]
+    code = (
+        '#include <tl_templates/mine.h>\nextern "C" __global__ void k(float* x) { x[0] = VALUE; }\n'
+    )
+    first = atl.compile_cuda(code, "sm_90a", pch=False)
+    assert atl.compile_cuda(code, "sm_90a", pch=False) == first
+    assert [r.cached for r in results] == [False, True]
+    header.write_text("#define VALUE 2.0f\n")
+    assert atl.compile_cuda(code, "sm_90a", pch=False) != first
+    assert [r.cached for r in results] == [False, True, False]
+
+
+def test_nvrtc_mode_keeps_the_arch_and_its_pch_changes_no_byte(
+    results: list[CompileResult], tmp_path: Path
+) -> None:
+    """TileLang's own NVRTC path loses the target's arch and asks for a GPU (none here);
+    ours compiles for the target, and a PCH made or used gives the same bytes as none.
+    NVRTC 13.5 needs a 422 MiB PCH heap for TileLang's headers: made, not refused."""
+    atl.register(backend="nvrtc", on_result=results.append)
+    tilelang.compile(matmul(64, 64), out_idx=[-1], target=TARGET)
+    tilelang.compile(matmul(128, 64), out_idx=[-1], target=TARGET)
+    made, used = results
+    for result in (made, used):
+        assert result.ok and result.job.backend == "nvrtc" and result.job.pch
+        assert result.command[0] == "-pch" and "--gpu-architecture=sm_90a" in result.command
+    assert "creating precompiled header file" in made.log, made.log[-2000:]
+    assert "#639-D" not in made.log  # the heap was large enough
+    assert "using precompiled header file" in used.log
+    for result in (made, used):
+        plain = atl.compile_cuda(result.job.source.split("\n", 1)[1], "sm_90a", pch=False)
+        assert plain == result.binary
+    tool = cuobjdump()
+    if tool is not None:
+        assert "code for sm_90a" in sass(made.binary or b"", tool, tmp_path)
+
+
+def test_register_needs_a_known_backend() -> None:
+    with pytest.raises(ValueError, match="backend"):
+        atl.register(backend="clang")  # type: ignore[arg-type]
+    assert not atl.registered()
