@@ -8,6 +8,24 @@ from pathlib import Path
 import pytest
 
 
+@pytest.fixture(autouse=True, scope="session")
+def this_checkout_in_subprocesses() -> Iterator[None]:
+    """``python -m asynccomp`` in a test's subprocess imports this checkout's package,
+    the one under test, not whichever one the environment installed (a second worktree
+    shares the first one's editable install: its subprocesses ran the other code)."""
+    from asynccomp.backends._nvrtc_pool import python_path
+
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = python_path()
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
 @pytest.fixture(autouse=True)
 def private_cache_dir(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
