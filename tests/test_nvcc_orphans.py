@@ -6,7 +6,6 @@ by the next engine to start. Real processes, real signals, real nvcc."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from asynccomp import CompileJob, ServerLost, SyncEngine
 from asynccomp.backends._workdirs import make_work_folder, sweep_work_folders
 
 from .kernels import ARCH, needs_nvcc, scale_kernel, slow_kernel
-from .servers import new_server_dir, running_server, stop_servers_in, wait_gone
+from .servers import running_server, server_folder, wait_gone
 
 _TOOLS = ("nvcc", "cicc", "ptxas")
 
@@ -141,35 +140,33 @@ def test_a_killed_engine_leaves_no_compiler_running(
 @needs_nvcc
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_killed_server_leaves_no_compiler_running(how: signal.Signals, work: Path) -> None:
-    folder = new_server_dir()
-    try:
-        with running_server(folder, "--idle-timeout", "0") as (server, paths):
-            errors: list[BaseException | None] = []
+    with (
+        server_folder() as folder,
+        running_server(folder, "--idle-timeout", "0") as (server, paths),
+    ):
+        errors: list[BaseException | None] = []
 
-            def client() -> None:
-                with SyncEngine(arch=ARCH, server=str(paths.socket)) as engine:
-                    job = CompileJob(slow_kernel(), backend="nvcc", name="victim")
-                    errors.append(engine.compile(job).error)
+        def client() -> None:
+            with SyncEngine(arch=ARCH, server=str(paths.socket)) as engine:
+                job = CompileJob(slow_kernel(), backend="nvcc", name="victim")
+                errors.append(engine.compile(job).error)
 
-            thread = threading.Thread(target=client)
-            thread.start()
-            try:
-                compilers = _wait_for_cicc(psutil.Process(server.pid))
-                server.send_signal(how)
-                server.wait(30)
-            finally:
-                thread.join(60)
-        assert [type(e) for e in errors] == [ServerLost]
-        assert _all_gone(compilers, 5) == []
-        left = list(work.glob(f"asynccomp-nvcc-{server.pid}-*"))
-        if how == signal.SIGTERM:
-            assert left == []  # a clean stop removes its own
-        else:
-            [folder_left] = left
-            _next_engine_sweeps(folder_left)
-    finally:
-        stop_servers_in(folder)
-        shutil.rmtree(folder, ignore_errors=True)
+        thread = threading.Thread(target=client)
+        thread.start()
+        try:
+            compilers = _wait_for_cicc(psutil.Process(server.pid))
+            server.send_signal(how)
+            server.wait(30)
+        finally:
+            thread.join(60)
+    assert [type(e) for e in errors] == [ServerLost]
+    assert _all_gone(compilers, 5) == []
+    left = list(work.glob(f"asynccomp-nvcc-{server.pid}-*"))
+    if how == signal.SIGTERM:
+        assert left == []  # a clean stop removes its own
+    else:
+        [folder_left] = left
+        _next_engine_sweeps(folder_left)
 
 
 @needs_nvcc
