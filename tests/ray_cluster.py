@@ -3,12 +3,18 @@ ways to find and kill the compile actors of one node."""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import psutil
 import pytest
 
-__all__ = ("RayCluster", "actor_processes", "compiling_actors")
+__all__ = ("RayCluster", "actor_processes", "compiling_actors", "needs_ray")
+
+#: For tests that need Ray but no cluster of :class:`RayCluster` (which skips by itself).
+needs_ray = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None, reason="needs Ray (pip install 'asynccomp[ray]')"
+)
 
 #: Node deaths noticed in about a second and a half (Ray's default is 15 s and more).
 FAST_HEALTH_CHECKS = {

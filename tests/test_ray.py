@@ -38,7 +38,7 @@ from asynccomp.server import status
 
 from .kernels import ARCH, needs_nvcc, scale_kernel, slow_kernel
 from .processes import wait_until
-from .ray_cluster import RayCluster, actor_processes, compiling_actors
+from .ray_cluster import RayCluster, actor_processes, compiling_actors, needs_ray
 from .redis_server import RedisServer
 from .servers import running_server, server_folder
 
@@ -367,6 +367,7 @@ def test_compile_on_the_cluster_from_the_command_line(cluster: RayCluster, tmp_p
     assert (tmp_path / "bin" / "b.cubin").stat().st_size > 0
 
 
+@needs_ray
 def test_an_unreachable_cluster_is_an_error_or_a_fallback(tmp_path: Path) -> None:
     (tmp_path / "a.cu").write_text(scale_kernel(1.0))
     refused = asynccomp("compile", "--ray", "127.0.0.1:1", "--arch", ARCH, "a.cu", cwd=tmp_path)
