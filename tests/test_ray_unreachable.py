@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -215,3 +217,107 @@ def test_the_command_line_ends_within_the_timeout(
     assert fell_back.returncode == 0, fell_back.stderr
     assert "compiling with local workers" in fell_back.stderr
     assert took < 3.0 + MARGIN + 3.0, took
+
+
+# A cluster that answers late: a proxy to a real head that keeps silent for DELAY s,
+# found through a ray_current_cluster file, with a startup_timeout shorter than that.
+LATE = """
+import anyio, json, os, pathlib, socket, sys, threading, time
+import ray
+from asynccomp import ClusterError, Engine
+from asynccomp.ray import RayExecutor
+
+host, port = sys.argv[1].rsplit(":", 1)
+delay, timeout = float(sys.argv[2]), float(sys.argv[3])
+listener = socket.socket()
+listener.bind(("0.0.0.0", 0))
+listener.listen(64)
+started = time.monotonic()
+
+def pipe(a, b):
+    try:
+        while data := a.recv(65536):
+            b.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for end in (a, b):
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+def forward(conn):
+    time.sleep(max(0.0, started + delay - time.monotonic()))
+    up = socket.create_connection((host, int(port)))
+    threading.Thread(target=pipe, args=(conn, up), daemon=True).start()
+    pipe(up, conn)
+
+def serve():
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=forward, args=(conn,), daemon=True).start()
+
+threading.Thread(target=serve, daemon=True).start()
+folder = pathlib.Path(os.environ["RAY_TMPDIR"], "ray")
+folder.mkdir(parents=True, exist_ok=True)
+(folder / "ray_current_cluster").write_text(f"127.0.0.1:{listener.getsockname()[1]}")
+said = {}
+
+async def main():
+    try:
+        async with Engine(executor=RayExecutor(startup_timeout=timeout)):
+            said["joined"] = True
+    except ClusterError as exc:
+        said.update(error=str(exc), took=time.monotonic() - started)
+
+anyio.run(main)
+def connecting():
+    return any(t.name == "asynccomp-ray-connect" for t in threading.enumerate())
+while connecting() and time.monotonic() < started + 60:
+    time.sleep(0.05)
+said.update(connecting=connecting(), initialized=ray.is_initialized())
+print(json.dumps(said))
+"""
+
+DRIVERS = """
+import json, sys, ray
+ray.init(address=sys.argv[1], log_to_driver=False, logging_level="ERROR")
+print(json.dumps([int(job.get("DriverPid") or 0) for job in ray._private.state.jobs()]))
+"""
+
+
+def test_a_connection_that_comes_late_leaves_nothing_behind(tmp_path: Path) -> None:
+    from .ray_cluster import LocalHead
+
+    if not (Path.home() / ".ray" / "auth_token").exists():
+        pytest.skip("Ray's token authentication is off: the late driver cannot be seen")
+    folder = Path(tempfile.mkdtemp(prefix="rh-"))  # short: Ray's sockets live under it
+    try:
+        head = LocalHead(folder)
+        try:
+            env = {**head.env, "RAY_TMPDIR": str(tmp_path)}  # the proxy's file, not the head's
+            child = subprocess.Popen(
+                [sys.executable, "-c", LATE, head.address, "6", "2"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            out, err = child.communicate(timeout=120)
+            assert child.returncode == 0, err
+            said = json.loads(out)
+            drivers = subprocess.run(
+                [sys.executable, "-c", DRIVERS, head.address],
+                env={**head.env, "RAY_AUTH_MODE": "token"},
+                capture_output=True, text=True, timeout=120, check=True,
+            )  # fmt: skip
+            below = [p.name() for p in head.processes() if p.is_running()]
+        finally:
+            head.stop()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    # The engine gave up at its timeout; Ray connected 4 s later, in the thread left
+    # behind, which then left: no connection, no thread, no actor on the head.
+    assert 2.0 <= said["took"] < 2.0 + MARGIN, said
+    assert "Ray did not connect within 2 s" in said["error"]
+    assert said["connecting"] is False and said["initialized"] is False, said
+    assert child.pid in json.loads(drivers.stdout), drivers.stdout  # it did join, late
+    assert not any(name.startswith("ray::CompileActor") for name in below), below

@@ -18,6 +18,7 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ClusterError
@@ -93,9 +94,12 @@ class _NotMainThread(logging.Filter):
         return "SIGTERM handler is not set" not in record.getMessage()
 
 
-def connect(address: str | None, timeout: float) -> None:
+def connect(
+    address: str | None, timeout: float, tell: Callable[[str], None] = lambda _: None
+) -> None:
     """Blocking: join the cluster at ``address`` (or use this process's connection),
-    probing it first with ``timeout``. Pair with :func:`disconnect`."""
+    probing it first with ``timeout``; ``tell`` hears where that is, for people, before
+    Ray is asked. Pair with :func:`disconnect`."""
     global _connection_users, _connection_ours
     ray = import_ray()
     with _connection_lock:
@@ -109,6 +113,7 @@ def connect(address: str | None, timeout: float) -> None:
         else:
             target, given = bootstrap_address(address)
             if target is not None:
+                tell(f"{given}, {target}" if given != repr(target) else given)
                 probe(target, timeout, given)
             quiet = _NotMainThread()
             logging.getLogger("ray._private.worker").addFilter(quiet)

@@ -108,7 +108,7 @@ class ActorPool:
         Raises ClusterError when Ray is missing, the cluster cannot be reached or no
         actor could be used. If the engine gave up waiting meanwhile (:meth:`abandon`),
         whatever it joined and started is left and killed."""
-        connect(self.address, min(self.startup_timeout, 10.0))
+        connect(self.address, min(self.startup_timeout, 10.0), self._found)
         self._connected = True
         joined()
         with contextlib.suppress(Exception):  # only for people: where the actors are
@@ -123,6 +123,9 @@ class ActorPool:
                 self._handed_over = True
                 return
         self.kill_all()
+
+    def _found(self, where: str) -> None:
+        self.cluster = where
 
     def abandon(self) -> bool:
         """The engine stopped waiting for :meth:`connect` (cancelled, or past the
