@@ -179,9 +179,12 @@ class ServerLost(CompileError):
 
 
 class InternalError(CompileError):
-    """asynccomp could not run this job for a reason outside the compiler: an OS error
-    on its own files or a bug. ``__cause__`` holds the original exception; the other
-    jobs of the batch are not affected."""
+    """asynccomp could not run this job for a reason outside the compiler's verdict on
+    the source: an OS error on its own files (a full disk), a compiler that could not be
+    started or was killed by a signal, or a bug. ``__cause__`` holds the original
+    exception (an ``OSError``, or a ``subprocess.CalledProcessError`` naming the tool a
+    signal killed); such a failure is never cached. The other jobs of the batch are not
+    affected."""
 
 
 class AsyncCompWarning(UserWarning):

@@ -1,11 +1,28 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def this_checkout_in_subprocesses() -> Iterator[None]:
+    """``python -m asynccomp`` in a test's subprocess imports this checkout's package,
+    the one under test, not whichever one the environment installed (a second worktree
+    shares the first one's editable install: its subprocesses ran the other code)."""
+    from asynccomp.backends._nvrtc_pool import python_path
+
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = python_path()
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 @pytest.fixture(autouse=True)
@@ -35,18 +52,28 @@ def private_server_dir() -> Iterator[Path]:
     """Compile servers the tests start live in a folder of the test session's (short:
     a socket's path is limited to about 100 bytes), and are stopped at its end. The TVM
     facade compiles in-process unless a test asks for the server."""
-    folder = Path(tempfile.mkdtemp(prefix="acs-"))
-    saved = {k: os.environ.get(k) for k in ("ASYNCCOMP_SERVER_DIR", "ASYNCCOMP_SERVER")}
-    os.environ["ASYNCCOMP_SERVER_DIR"] = str(folder)
-    os.environ["ASYNCCOMP_SERVER"] = "off"
-    try:
-        yield folder
-    finally:
-        from .servers import stop_servers_in
+    from .servers import server_folder
 
-        stop_servers_in(folder)
+    saved = {k: os.environ.get(k) for k in ("ASYNCCOMP_SERVER_DIR", "ASYNCCOMP_SERVER")}
+    try:
+        with server_folder() as folder:
+            os.environ["ASYNCCOMP_SERVER_DIR"] = str(folder)
+            os.environ["ASYNCCOMP_SERVER"] = "off"
+            yield folder
+    finally:
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_server_folder_left() -> Iterator[None]:
+    """Every server folder a test makes (``acs-<pid>-*``) is removed by the test, pass
+    or fail: the session fails, naming them, if any is left."""
+    from .servers import ROOT, folder_prefix
+
+    yield
+    left = sorted(str(p) for p in ROOT.glob(f"{folder_prefix()}*"))
+    assert left == [], f"the tests left these server folders behind: {left}"

@@ -3,12 +3,24 @@ ways to find and kill the compile actors of one node."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-__all__ = ("RayCluster", "actor_processes", "compiling_actors")
+__all__ = ("LocalHead", "RayCluster", "actor_processes", "compiling_actors", "needs_ray")
+
+#: For tests that need Ray but no cluster of :class:`RayCluster` (which skips by itself).
+needs_ray = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None, reason="needs Ray (pip install 'asynccomp[ray]')"
+)
 
 #: Node deaths noticed in about a second and a half (Ray's default is 15 s and more).
 FAST_HEALTH_CHECKS = {
@@ -87,3 +99,49 @@ def compiling_actors() -> list[psutil.Process]:
         except (psutil.Error, IndexError):
             pass
     return busy
+
+
+class LocalHead:
+    """A head started as a user starts one, ``ray start --head`` (two CPUs), with Ray's
+    temporary folder one of the test's (``$RAY_TMPDIR``: its ``ray_current_cluster``
+    file is what ``--ray auto`` finds). Stopped by killing its processes by pid:
+    ``ray stop`` would stop every Ray instance on the machine."""
+
+    def __init__(self, folder: Path) -> None:
+        pytest.importorskip("ray")
+        self.folder = folder
+        self.env = {**os.environ, "RAY_TMPDIR": str(folder)}
+        self.env.pop("RAY_ADDRESS", None)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        ray = str(Path(sys.executable).with_name("ray"))
+        command = [ray, "start", "--head", "--port", str(port), "--num-cpus", "2"]
+        command += ["--include-dashboard=false", "--disable-usage-stats"]
+        try:
+            subprocess.run(command, env=self.env, capture_output=True, check=True, timeout=120)
+        except BaseException:
+            self.stop()
+            raise
+        self.address = (folder / "ray" / "ray_current_cluster").read_text().strip()
+
+    def processes(self) -> list[psutil.Process]:
+        """The head's processes (they name its folder) and everything below them."""
+        found: dict[int, psutil.Process] = {}
+        for process in psutil.process_iter():
+            try:
+                if str(self.folder) in " ".join(process.cmdline()):
+                    for one in (process, *process.children(recursive=True)):
+                        found[one.pid] = one
+            except psutil.Error:
+                pass
+        return list(found.values())
+
+    def stop(self) -> None:
+        processes = self.processes()
+        for process in processes:
+            try:
+                process.send_signal(signal.SIGKILL)
+            except psutil.Error:
+                pass
+        psutil.wait_procs(processes, timeout=15)

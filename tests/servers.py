@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,14 +19,40 @@ import psutil
 
 from asynccomp.server import ServerPaths, server_paths
 
-__all__ = ("new_server_dir", "running_server", "server_pid", "stop_servers_in", "wait_gone")
+__all__ = (
+    "ROOT",
+    "folder_prefix",
+    "running_server",
+    "server_folder",
+    "server_pid",
+    "stop_servers_in",
+    "wait_gone",
+)
 
 
-def new_server_dir() -> Path:
-    """A fresh private folder with a short path (a socket's path is limited)."""
-    folder = Path(tempfile.mkdtemp(prefix="acs-"))
-    folder.chmod(0o700)
-    return folder
+#: Where server folders go: the system's temporary folder as the session started (a
+#: test may point ``tempfile`` elsewhere; a socket's path must stay short).
+ROOT = Path(tempfile.gettempdir())
+
+
+def folder_prefix() -> str:
+    """How the server folders of this test session begin: ``acs-<its pid>-`` (short: a
+    socket's path is limited to about 100 bytes). The session's check (conftest.py)
+    looks for its own only: other sessions may be running on the machine."""
+    return f"acs-{os.getpid()}-"
+
+
+@contextlib.contextmanager
+def server_folder() -> Iterator[Path]:
+    """A fresh private folder for compile servers, removed afterwards (the servers
+    started in it killed first), whatever happened in the block."""
+    folder = Path(tempfile.mkdtemp(prefix=folder_prefix(), dir=ROOT))
+    try:
+        folder.chmod(0o700)
+        yield folder
+    finally:
+        stop_servers_in(folder)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def server_pid(paths: ServerPaths) -> int | None:

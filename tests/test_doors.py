@@ -10,7 +10,6 @@ door is answered from another's cache."""
 from __future__ import annotations
 
 import itertools
-import shutil
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ from asynccomp import (
 from .doors import Door, DoorEngine, open_door
 from .kernels import ARCH, broken_kernel, scale_kernel, slow_kernel
 from .ray_cluster import RayCluster
-from .servers import new_server_dir, running_server
+from .servers import running_server, server_folder
 
 _tokens = itertools.count()
 
@@ -216,10 +215,12 @@ def same_cache_as_the_server(shared_cache: Path, monkeypatch: pytest.MonkeyPatch
 
 @pytest.fixture(scope="module")
 def doors(shared_cache: Path) -> Iterator[list[Door]]:
-    folder = new_server_dir()
     cluster: RayCluster | None = None
     try:
-        with running_server(folder, "--cache-dir", str(shared_cache)) as (_, paths):
+        with (
+            server_folder() as folder,
+            running_server(folder, "--cache-dir", str(shared_cache)) as (_, paths),
+        ):
             found = [
                 Door("in process", "engine"),
                 Door("server", "engine", server=paths.socket),
@@ -236,7 +237,6 @@ def doors(shared_cache: Path) -> Iterator[list[Door]]:
     finally:
         if cluster is not None:
             cluster.shutdown()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.parametrize("case", list(CASES))

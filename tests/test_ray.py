@@ -38,9 +38,9 @@ from asynccomp.server import status
 
 from .kernels import ARCH, needs_nvcc, scale_kernel, slow_kernel
 from .processes import wait_until
-from .ray_cluster import RayCluster, actor_processes, compiling_actors
+from .ray_cluster import RayCluster, actor_processes, compiling_actors, needs_ray
 from .redis_server import RedisServer
-from .servers import new_server_dir, running_server
+from .servers import running_server, server_folder
 
 pytestmark = pytest.mark.ray
 
@@ -367,6 +367,7 @@ def test_compile_on_the_cluster_from_the_command_line(cluster: RayCluster, tmp_p
     assert (tmp_path / "bin" / "b.cubin").stat().st_size > 0
 
 
+@needs_ray
 def test_an_unreachable_cluster_is_an_error_or_a_fallback(tmp_path: Path) -> None:
     (tmp_path / "a.cu").write_text(scale_kernel(1.0))
     refused = asynccomp("compile", "--ray", "127.0.0.1:1", "--arch", ARCH, "a.cu", cwd=tmp_path)
@@ -382,9 +383,8 @@ def test_an_unreachable_cluster_is_an_error_or_a_fallback(tmp_path: Path) -> Non
 
 
 async def test_the_compile_server_fronts_the_cluster(cluster: RayCluster) -> None:
-    folder = new_server_dir()
     args = ("--ray", cluster.address, "--idle-timeout", "0")
-    with running_server(folder, *args) as (server, paths):
+    with server_folder() as folder, running_server(folder, *args) as (server, paths):
         async with Engine(arch=ARCH, server=paths.socket) as client:
             results = await client.compile_many(small_jobs(2))
         said = await anyio.to_thread.run_sync(status, paths.socket)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .servers import new_server_dir, stop_servers_in
+from .servers import server_folder
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SNIPPETS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
@@ -31,14 +31,13 @@ def test_snippet_runs(number: int, tmp_path: Path) -> None:
         pytest.skip("needs TVM itself (pip install 'asynccomp[tvm]')")
     if "asynccomp.ray" in code and not importlib.util.find_spec("ray"):
         pytest.skip("needs Ray (pip install 'asynccomp[ray]')")
-    folder = new_server_dir()
-    env = {
-        **os.environ,
-        "ASYNCCOMP_SERVER_DIR": str(folder),
-        "ASYNCCOMP_CACHE_DIR": str(tmp_path / "cache"),
-        "ASYNCCOMP_SERVER": "auto",
-    }
-    try:
+    with server_folder() as folder:
+        env = {
+            **os.environ,
+            "ASYNCCOMP_SERVER_DIR": str(folder),
+            "ASYNCCOMP_CACHE_DIR": str(tmp_path / "cache"),
+            "ASYNCCOMP_SERVER": "auto",
+        }
         done = subprocess.run(
             [sys.executable, "-c", code],
             cwd=tmp_path,
@@ -48,6 +47,4 @@ def test_snippet_runs(number: int, tmp_path: Path) -> None:
             timeout=300,
             check=False,
         )
-    finally:
-        stop_servers_in(folder)
     assert done.returncode == 0, f"snippet {number} failed:\n{code}\n{done.stderr}"

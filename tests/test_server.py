@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import socket
 import struct
@@ -37,7 +36,7 @@ from asynccomp.server._wire import encode
 
 from .kernels import ARCH, broken_kernel, scale_kernel, slow_kernel
 from .processes import wait_until
-from .servers import new_server_dir, running_server, server_pid, stop_servers_in, wait_gone
+from .servers import running_server, server_folder, server_pid, wait_gone
 
 
 def frames(fields: dict[str, object], blobs: list[bytes] | None = None) -> bytes:
@@ -47,13 +46,9 @@ def frames(fields: dict[str, object], blobs: list[bytes] | None = None) -> bytes
 
 @pytest.fixture
 def server_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = new_server_dir()
-    monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(folder))
-    try:
+    with server_folder() as folder:
+        monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(folder))
         yield folder
-    finally:
-        stop_servers_in(folder)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 async def test_an_engine_starts_the_server_on_demand_and_it_outlives_the_engine(

@@ -35,18 +35,21 @@ from asynccomp.server import server_paths
 
 from .kernels import ARCH, needs_nvcc, scale_kernel, slow_kernel
 from .processes import wait_until
-from .servers import new_server_dir, running_server, server_pid, stop_servers_in, wait_gone
+from .servers import (
+    ROOT,
+    folder_prefix,
+    running_server,
+    server_folder,
+    server_pid,
+    wait_gone,
+)
 
 
 @pytest.fixture
 def server_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = new_server_dir()
-    monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(folder))
-    try:
+    with server_folder() as folder:
+        monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(folder))
         yield folder
-    finally:
-        stop_servers_in(folder)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 # -- relative includes ------------------------------------------------------------------------
@@ -106,7 +109,9 @@ def test_a_server_of_another_user_is_refused() -> None:
     welcome and a binary, is refused before any job is sent."""
     if os.getuid() != 0:
         pytest.skip("needs root to become another user")
-    folder = Path(tempfile.mkdtemp(prefix="acs-open-"))  # nobody can reach it there
+    folder = Path(
+        tempfile.mkdtemp(prefix=f"{folder_prefix()}open-", dir=ROOT)
+    )  # nobody can reach it
     folder.chmod(0o777)
     path = folder / "fake.sock"
     read_end, write_end = os.pipe()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import multiprocessing
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import asynccomp.tvm
 from asynccomp.server import server_paths
 
 from .kernels import scale_kernel
-from .servers import new_server_dir, server_pid, stop_servers_in
+from .servers import server_folder, server_pid
 
 
 def _candidate(source: str) -> tuple[str, int, list[int]]:
@@ -45,16 +44,14 @@ def _candidate(source: str) -> tuple[str, int, list[int]]:
 
 @pytest.fixture
 def facade_on_a_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = new_server_dir()
-    monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(folder))
-    monkeypatch.setenv("ASYNCCOMP_SERVER", "auto")
-    monkeypatch.setenv("ASYNCCOMP_ARCH", "sm_90a")
-    try:
-        yield folder
-    finally:
-        asynccomp.tvm.shutdown()  # this process's facade engine was on that server
-        stop_servers_in(folder)
-        shutil.rmtree(folder, ignore_errors=True)
+    with server_folder() as folder:
+        monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(folder))
+        monkeypatch.setenv("ASYNCCOMP_SERVER", "auto")
+        monkeypatch.setenv("ASYNCCOMP_ARCH", "sm_90a")
+        try:
+            yield folder
+        finally:
+            asynccomp.tvm.shutdown()  # this process's facade engine was on that server
 
 
 def _pools() -> Iterator[Callable[[], Any]]:

@@ -47,8 +47,9 @@ __all__ = (
 #: verdict on the input: the only failure a cache may keep); ``empty``: it succeeded but
 #: wrote nothing; ``timeout``: stopped at the job's timeout or by a cancel; ``crashed``:
 #: the worker process died (or none could start); ``internal``: the backend's own files
-#: or calls failed (a full disk, an API error, a compiler that could not be started);
-#: ``lost``: the compile server running it went away.
+#: or calls failed (a full disk, an API error, a compiler that could not be started or
+#: was killed by a signal: nothing the source decides); ``lost``: the compile server
+#: running it went away.
 Status = Literal["ok", "failed", "empty", "timeout", "crashed", "internal", "lost"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -201,8 +202,9 @@ class BackendOutput:
     #: nvcc's intermediate files (name, bytes), when a compile on another machine was
     #: asked to keep them (:mod:`asynccomp.ray`): written into the dump folder here.
     intermediates: tuple[tuple[str, bytes], ...] = ()
-    #: Why an ``internal`` status happened (an ``OSError``): the result's error has it
-    #: as ``__cause__``.
+    #: Why an ``internal`` status happened (an ``OSError``, or a
+    #: ``subprocess.CalledProcessError`` for a tool killed by a signal): the result's
+    #: error has it as ``__cause__``.
     cause: BaseException | None = None
 
 

@@ -2,11 +2,18 @@
 
 Each job runs in its own fresh temporary folder (nvcc writes intermediates next to its
 output), which is also nvcc's ``TMPDIR``, so its ``tmpxft_*`` files go there too; stdout
-and stderr are captured together in one log. nvcc is started as the leader of a new
-process group so that a timeout or a cancellation can kill it together with the
-cicc/ptxas/fatbinary children it spawned; the folder is removed in every case. A failure
-of the job's own files (a full disk) is that job's ``internal`` status, never an
-exception that would cost the batch.
+and stderr are captured together in one log. nvcc runs under a small guard process
+(:mod:`._nvcc_guard`), the leader of a new process group, so that a timeout or a
+cancellation kills nvcc together with the cicc/ptxas/fatbinary children it spawned, and
+so that they die with the engine's process too, however it ends. The folder is removed
+in every case, and the folders of engines killed before they could remove theirs are
+swept as an engine starts (:mod:`._workdirs`).
+
+Only the compiler's verdict on the source is status ``failed`` (the one failure a cache
+may keep). What says nothing about the source is ``internal``, with its cause: the
+job's own files failing (a full disk, for the folder or for nvcc's intermediates), nvcc
+that could not be started (``EACCES``, ``EAGAIN``, ``ENOMEM``), nvcc or one of its tools
+killed by a signal.
 
 Where an nvcc option is rendered: :meth:`NvccBackend.prepare`, here (with
 :func:`._base.add_shared_options` for the two NVRTC spells alike), and nowhere else.
@@ -19,7 +26,7 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,6 +45,9 @@ from ._base import (
     safe_stem,
     with_caller_folders,
 )
+from ._nvcc_failures import folder_space, not_a_verdict
+from ._nvcc_guard import NOT_STARTED
+from ._workdirs import make_work_folder, sweep_work_folders
 
 __all__ = ("NvccBackend", "nvcc_arch_flags")
 
@@ -111,6 +121,11 @@ class NvccBackend(CompilerBackend):
             timeout=job.timeout,
         )
 
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        # The work folders of engines killed before they could remove theirs; in the
+        # background (a temporary folder may hold many entries), never in a job's way.
+        task_group.start_soon(_sweep)
+
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
         # File work goes to threads: sources and fatbins run to megabytes, and the event
         # loop serves every other job meanwhile.
@@ -118,7 +133,7 @@ class NvccBackend(CompilerBackend):
             workdir = await anyio.to_thread.run_sync(_make_workdir, prepared)
         except OSError as exc:
             return BackendOutput(
-                "internal", None, "", f"could not set up nvcc's work folder: {exc}"
+                "internal", None, "", f"could not set up nvcc's work folder: {exc}", cause=exc
             )
         try:
             out = await self._run_in(workdir, prepared)
@@ -131,49 +146,93 @@ class NvccBackend(CompilerBackend):
 
     async def _run_in(self, workdir: Path, prepared: PreparedCompile) -> BackendOutput:
         chunks: list[bytes] = []
+        argv = list(prepared.options)
+        # The guard tells on this pipe why nvcc could not be started (its errno).
+        report, report_end = os.pipe()
         try:
             process = await anyio.open_process(
-                list(prepared.options),
+                [sys.executable, "-I", "-S", _GUARD, str(os.getpid()), str(report_end), *argv],
                 cwd=workdir,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                pass_fds=(report_end,),
                 # nvcc's own temporaries (tmpxft_*) go to the job's folder, removed with it.
                 env={**os.environ, "TMPDIR": str(workdir)},
             )
         except OSError as exc:
-            return BackendOutput("failed", None, str(exc), f"could not start nvcc: {exc}")
+            os.close(report)
+            return BackendOutput("internal", None, "", f"could not start nvcc: {exc}", cause=exc)
+        finally:
+            os.close(report_end)
         try:
             with anyio.move_on_after(prepared.timeout) as deadline:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(_drain, process, chunks)
                     await process.wait()
+                    # Tools left by an nvcc that was killed hold the output pipe open
+                    # (the log would wait for them): they go now.
+                    _kill_group(process)
         finally:
             if process.returncode is None or deadline.cancelled_caught:
                 _kill_group(process)
             with anyio.CancelScope(shield=True):
                 await process.aclose()
-        # A crashed child may still hold the group; nothing of it may outlive the job.
-        _kill_group(process)
+            _kill_group(process)  # nothing of the group may outlive the job
+            said = _read_report(report)
         log = b"".join(chunks).decode("utf-8", errors="replace")
         if deadline.cancelled_caught:
             return BackendOutput("timeout", None, log, "nvcc was killed")
-        if process.returncode != 0:
+        code = process.returncode
+        assert code is not None  # it was waited for (else the timeout or a cancel)
+        if code == NOT_STARTED and said is not None:
+            error = OSError(said, os.strerror(said), argv[0])
             return BackendOutput(
-                "failed", None, log, f"nvcc exited with status {process.returncode}"
+                "internal", None, log, f"could not start nvcc: {error}", cause=error
             )
+        if code != 0:
+            space = await anyio.to_thread.run_sync(folder_space, workdir)
+            own = (prepared.binary_name, prepared.filename[: -len(".cu")] + ".d")
+            transient = not_a_verdict(code, log, workdir, own, space)
+            if transient is not None:
+                message, cause = transient
+                return BackendOutput("internal", None, log, message, cause=cause)
+            return BackendOutput("failed", None, log, f"nvcc exited with status {code}")
         try:
             binary, deps = await anyio.to_thread.run_sync(_read_output, workdir, prepared)
         except OSError as exc:
-            return BackendOutput("internal", None, log, f"could not read nvcc's output: {exc}")
+            return BackendOutput(
+                "internal", None, log, f"could not read nvcc's output: {exc}", cause=exc
+            )
         if not binary:
             return BackendOutput("empty", None, log, "nvcc exited with status 0 but wrote nothing")
         return BackendOutput("ok", binary, log, dependencies=deps)
 
 
+_GUARD = str(Path(__file__).with_name("_nvcc_guard.py"))
+
+
+async def _sweep() -> None:
+    # Abandoned at close: the engine does not wait for a sweep.
+    await anyio.to_thread.run_sync(sweep_work_folders, abandon_on_cancel=True)
+
+
+def _read_report(fd: int) -> int | None:
+    """The errno the guard wrote (it could not start nvcc), or ``None``; closes ``fd``.
+    Never blocks: the guard has ended, and nothing else holds the pipe's other end."""
+    try:
+        os.set_blocking(fd, False)
+        text = os.read(fd, 32)
+    except OSError:  # BlockingIOError included: nothing was written
+        return None
+    finally:
+        os.close(fd)
+    return int(text) if text.isdigit() else None
+
+
 def _make_workdir(prepared: PreparedCompile) -> Path:
-    workdir = Path(tempfile.mkdtemp(prefix="asynccomp-nvcc-"))
+    workdir = make_work_folder("nvcc")
     try:
         (workdir / prepared.filename).write_bytes(
             prepared.source.encode("utf-8", "surrogateescape")

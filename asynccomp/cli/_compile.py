@@ -30,7 +30,13 @@ from ._inputs import compiler_options, find_inputs, read_source, source_options,
 from ._progress import Display, Estimates, JobLines, ProgressBar
 from ._report import failures, records, summary
 
-__all__ = ("compiler_options", "ray_executor", "running_server", "unique_names")
+__all__ = (
+    "add_ray_timeout",
+    "compiler_options",
+    "ray_executor",
+    "running_server",
+    "unique_names",
+)
 
 DESCRIPTION = """\
 Compile .cu files, and every .cu file under the given folders, concurrently.
@@ -135,6 +141,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="with --ray: compile in this process if the cluster cannot be used",
     )
+    add_ray_timeout(p)
     p.add_argument(
         "-X",
         "--option",
@@ -371,13 +378,27 @@ def _engine(args: argparse.Namespace) -> Engine:
     )
 
 
+def add_ray_timeout(p: argparse.ArgumentParser) -> None:
+    """``--ray-timeout``, for the commands that take ``--ray``."""
+    p.add_argument(
+        "--ray-timeout",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="with --ray: give up joining the cluster, and again starting its actors, "
+        f"after this long (default {RayExecutor.startup_timeout:g})",
+    )
+
+
 def ray_executor(args: argparse.Namespace) -> RayExecutor | None:
-    """The executor ``--ray ADDRESS`` (and ``--ray-fallback``) ask for."""
-    if args.ray_fallback and args.ray is None:
-        raise ValueError("--ray-fallback goes with --ray ADDRESS")
+    """The executor ``--ray ADDRESS`` (``--ray-fallback``, ``--ray-timeout``) ask for."""
+    for flag, value in (("--ray-fallback", args.ray_fallback), ("--ray-timeout", args.ray_timeout)):
+        if value not in (None, False) and args.ray is None:
+            raise ValueError(f"{flag} goes with --ray ADDRESS")
     if args.ray is None:
         return None
-    return RayExecutor(address=args.ray, fallback=args.ray_fallback)
+    timeout = RayExecutor.startup_timeout if args.ray_timeout is None else args.ray_timeout
+    return RayExecutor(address=args.ray, fallback=args.ray_fallback, startup_timeout=timeout)
 
 
 def running_server() -> str | None:

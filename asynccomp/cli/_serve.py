@@ -19,7 +19,7 @@ from ..config import EngineConfig
 from ..errors import AsyncCompError, ServerError
 from ..server import DEFAULT_IDLE_TIMEOUT, Server, ServerPaths, server_paths, status, stop
 from ._args import non_negative_float, positive_int
-from ._compile import ray_executor
+from ._compile import add_ray_timeout, ray_executor
 
 DESCRIPTION = """\
 Run the compile server: one engine (NVRTC workers, nvcc slots, the cache) that every
@@ -72,6 +72,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="with --ray: use local workers if the cluster cannot be used",
     )
+    add_ray_timeout(p)
     p.add_argument(
         "--server-dir",
         type=Path,

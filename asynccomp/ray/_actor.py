@@ -12,14 +12,15 @@ when an engine starts, so ``import asynccomp.ray`` works without Ray installed.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import anyio
 
 from ..backends import BackendOutput, NvccBackend, NvrtcBackend, PreparedCompile
+from ..backends._workdirs import make_work_folder, sweep_work_folders
 from ..cache._results import key_identity
 from ..toolkit import Toolkit, find_toolkit
 
@@ -49,6 +50,9 @@ class CompileActor:
         # Threads mode: the actor is the worker process; one compile at a time.
         self.nvrtc = NvrtcBackend(self.toolkit, "threads", 1)
         self.nvcc = NvccBackend(self.toolkit)
+        # What actors killed on this node before left (an engine's start does the same
+        # for local nvcc; an actor never runs NvccBackend.start).
+        sweep_work_folders()
 
     async def describe(self) -> dict[str, object]:
         """Who this actor is: its toolkit's identity, process and host."""
@@ -77,9 +81,13 @@ class CompileActor:
                 f"{identity!r}",
             )
         if prepared.backend == "nvcc" and keep:
-            with tempfile.TemporaryDirectory(prefix="asynccomp-keep-") as folder:
-                out = await self.nvcc.run(replace(prepared, keep_dir=folder))
-                files = await anyio.to_thread.run_sync(_read_files, Path(folder))
+            folder = await anyio.to_thread.run_sync(make_work_folder, "keep")
+            try:
+                out = await self.nvcc.run(replace(prepared, keep_dir=str(folder)))
+                files = await anyio.to_thread.run_sync(_read_files, folder)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
             return replace(out, intermediates=files)
         if prepared.backend == "nvcc":
             return await self.nvcc.run(prepared)

@@ -22,7 +22,7 @@ from ..errors import ClusterError, ClusterWarning, InvalidJob
 from ..job import CompileJob
 from ..toolkit import Toolkit
 from ._actor import toolkit_identity
-from ._pool import ActorPool
+from ._pool import ActorPool, connect_within
 
 __all__ = ("RayBackend", "RayExecutor")
 
@@ -58,7 +58,9 @@ class RayExecutor:
         fallback: when the cluster cannot be used (Ray missing, unreachable, no actor
             started), compile with local workers after a ``ClusterWarning`` instead of
             raising :class:`~asynccomp.errors.ClusterError` from ``async with``.
-        startup_timeout: seconds for the actors to start.
+        startup_timeout: seconds to join the cluster, whatever the address (a closed
+            port fails at once; one that never answers as Ray does, after this long),
+            and again for the actors to start.
 
     >>> RayExecutor(address="auto", retries=1)
     RayExecutor(address='auto', actors=None, retries=1, fallback=False, startup_timeout=60.0)
@@ -102,12 +104,9 @@ class RayExecutor:
             identity=toolkit_identity(toolkit),
         )
         try:
-            # Abandoned if cancelled: Ray's connect cannot be interrupted, and a thread
-            # left behind finishes on its own.
-            await anyio.to_thread.run_sync(pool.connect, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
-            pool.abandon()  # the thread kills what it starts
-            raise
+            # Within startup_timeout, whatever the address; cancelled or timed out, the
+            # thread still connecting is abandoned and cleans up after itself.
+            await connect_within(pool)
         except ClusterError as exc:
             if not self.fallback:
                 raise

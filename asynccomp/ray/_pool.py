@@ -18,7 +18,6 @@ import contextlib
 import importlib
 import logging
 import math
-import socket
 import threading
 import time
 import warnings
@@ -35,8 +34,9 @@ import anyio.to_thread
 from ..backends import BackendOutput, PreparedCompile
 from ..errors import ClusterError, ClusterWarning
 from ._actor import CompileActor
+from ._connect import connect, disconnect, import_ray
 
-__all__ = ("ANSWER_GRACE", "ActorPool", "import_ray")
+__all__ = ("ANSWER_GRACE", "ActorPool", "connect_within", "import_ray")
 
 logger = logging.getLogger("asynccomp.ray")
 
@@ -50,86 +50,6 @@ SETTLE_GRACE = 10.0
 
 #: How long closing waits for the cluster to confirm its actors dead.
 KILL_WAIT = 10.0
-
-# Ray's own connection is one per process: the pools of every engine in this process
-# share it, and the last one to close shuts it down if a pool opened it.
-_connection_lock = threading.Lock()
-_connection_users = 0
-_connection_ours = False
-
-
-def import_ray() -> Any:
-    """The ``ray`` module, or a ClusterError that says what to install."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise ClusterError(
-            f"compiling on a Ray cluster needs Ray ({exc}): pip install 'asynccomp[ray]'"
-        ) from exc
-    return ray
-
-
-def _probe(address: str, timeout: float) -> None:
-    """Blocking: fail fast when nothing listens at ``address`` (Ray itself retries an
-    unreachable cluster for minutes)."""
-    host, _, port = address.split("://")[-1].rpartition(":")
-    if not host or not port.isdigit():
-        raise ClusterError(f"bad Ray address {address!r}: expected HOST:PORT or ray://HOST:PORT")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except OSError as exc:
-        raise ClusterError(f"could not reach the Ray cluster at {address!r}: {exc}") from exc
-
-
-class _NotMainThread(logging.Filter):
-    # ray.init sets a SIGTERM handler in the main thread only, and says so elsewhere: a
-    # handler asynccomp would not want (the server has its own), so it connects in a
-    # thread, and the warning is noise.
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "SIGTERM handler is not set" not in record.getMessage()
-
-
-def _connect(address: str | None, timeout: float) -> None:
-    """Blocking: join the cluster at ``address`` (or use this process's connection)."""
-    global _connection_users, _connection_ours
-    ray = import_ray()
-    with _connection_lock:
-        if ray.is_initialized():
-            current = ray.get_runtime_context().gcs_address
-            if address not in (None, "auto") and address.split("://")[-1] != current:
-                raise ClusterError(
-                    f"this process is already connected to the Ray cluster at {current}; "
-                    f"it cannot also join {address!r} (Ray allows one per process)"
-                )
-        else:
-            if address is not None and address != "auto":
-                _probe(address, timeout)
-            quiet = _NotMainThread()
-            logging.getLogger("ray._private.worker").addFilter(quiet)
-            try:
-                ray.init(
-                    address=address,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    logging_level=logging.WARNING,
-                    configure_logging=False,
-                )
-            except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ...
-                where = "a new local Ray instance" if address is None else repr(address)
-                raise ClusterError(f"could not reach the Ray cluster at {where}: {exc}") from exc
-            finally:
-                logging.getLogger("ray._private.worker").removeFilter(quiet)
-            _connection_ours = _connection_users == 0
-        _connection_users += 1
-
-
-def _disconnect() -> None:
-    global _connection_users, _connection_ours
-    with _connection_lock:
-        _connection_users -= 1
-        if _connection_users == 0 and _connection_ours:
-            _connection_ours = False
-            import_ray().shutdown()
 
 
 @dataclass(eq=False)
@@ -175,18 +95,22 @@ class ActorPool:
         self._connected = False
         self._closed = False
         self._abandoned = False
+        self._handed_over = False  # connect() finished for an engine still waiting
+        self._handover = threading.Lock()
         # Replacements wait for their actor in threads: a few at a time, so that losing
         # a big node does not take every thread anyio lends (cache reads, dumps, ...).
         self._replacements = anyio.CapacityLimiter(2)
 
     # -- starting --------------------------------------------------------------------------
 
-    def connect(self) -> None:
-        """Blocking: join the cluster and start the actors. Raises ClusterError when
-        Ray is missing, the cluster cannot be reached or no actor could be used. If the
-        engine gave up waiting meanwhile (:meth:`abandon`), what it started is killed."""
-        _connect(self.address, min(self.startup_timeout, 10.0))
+    def connect(self, joined: Callable[[], None] = lambda: None) -> None:
+        """Blocking: join the cluster (then call ``joined``) and start the actors.
+        Raises ClusterError when Ray is missing, the cluster cannot be reached or no
+        actor could be used. If the engine gave up waiting meanwhile (:meth:`abandon`),
+        whatever it joined and started is left and killed."""
+        connect(self.address, min(self.startup_timeout, 10.0), self._found)
         self._connected = True
+        joined()
         with contextlib.suppress(Exception):  # only for people: where the actors are
             self.cluster = str(import_ray().get_runtime_context().gcs_address)
         try:
@@ -194,14 +118,26 @@ class ActorPool:
         except BaseException:
             self.kill_all()
             raise
-        if self._abandoned:
-            self.kill_all()
+        with self._handover:
+            if not self._abandoned:
+                self._handed_over = True
+                return
+        self.kill_all()
 
-    def abandon(self) -> None:
-        """The engine stopped waiting for :meth:`connect` (cancelled): the thread still
-        in it kills whatever it starts, and leaves the cluster."""
-        self._abandoned = True
-        self._closed = True
+    def _found(self, where: str) -> None:
+        self.cluster = where
+
+    def abandon(self) -> bool:
+        """The engine stopped waiting for :meth:`connect` (cancelled, or past the
+        startup timeout): the thread still in it kills whatever it starts, and leaves
+        the cluster. False when :meth:`connect` had finished: the pool is the engine's
+        to close."""
+        with self._handover:
+            if self._handed_over:
+                return False
+            self._abandoned = True
+            self._closed = True
+            return True
 
     def _start_actors(self) -> None:
         ray = import_ray()
@@ -469,13 +405,54 @@ class ActorPool:
                 _wait_dead(handles, before + live)
         if self._connected:
             self._connected = False
-            _disconnect()
+            disconnect()
 
     async def aclose(self) -> None:
         """Kill the actors (nothing of this engine keeps running on the cluster)."""
         if not self._closed or self._connected:
             await anyio.to_thread.run_sync(self.kill_all)
         self._notify()
+
+
+async def connect_within(pool: ActorPool) -> None:
+    """Run ``pool.connect`` in a daemon thread of its own, waiting at most the pool's
+    startup timeout for it to join the cluster (ClusterError past it), then for its
+    actors (bounded by the same timeout in :meth:`ActorPool._start`).
+
+    ``ray.init`` cannot be interrupted, and may not return for many minutes: the thread
+    is abandoned (:meth:`ActorPool.abandon`), and whenever it returns it leaves what it
+    joined. A daemon thread, not one of anyio's, which the interpreter waits for as it
+    exits: a command line that gave up on a cluster must still end."""
+    joined, finished = anyio.Event(), anyio.Event()
+    wake_joined, wake_finished = _waker(joined), _waker(finished)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            pool.connect(wake_joined)
+        except BaseException as exc:  # handed to the engine, or dropped if abandoned
+            failed.append(exc)
+        finally:
+            wake_joined()
+            wake_finished()
+
+    threading.Thread(target=run, name="asynccomp-ray-connect", daemon=True).start()
+    try:
+        with anyio.move_on_after(pool.startup_timeout):
+            await joined.wait()
+        if not joined.is_set() and pool.abandon():
+            raise ClusterError(
+                f"could not reach the Ray cluster at {pool.cluster}: Ray did not connect "
+                f"within {pool.startup_timeout:g} s (startup_timeout)"
+            )
+        await finished.wait()
+    except anyio.get_cancelled_exc_class():
+        if not pool.abandon():  # it had just finished: the engine will not close it
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(pool.kill_all)
+        raise
+    if failed:
+        raise failed[0]
 
 
 def _free_cpus() -> float:
