@@ -272,8 +272,9 @@ async def main():
         said.update(error=str(exc), took=time.monotonic() - started)
 
 anyio.run(main)
+from asynccomp.ray._pool import ray_calls_pending
 def connecting():
-    return any(t.name == "asynccomp-ray-connect" for t in threading.enumerate())
+    return ray_calls_pending() > 0
 while connecting() and time.monotonic() < started + 60:
     time.sleep(0.05)
 said.update(connecting=connecting(), initialized=ray.is_initialized())

@@ -18,6 +18,7 @@ import contextlib
 import importlib
 import logging
 import math
+import queue
 import threading
 import time
 import warnings
@@ -36,7 +37,7 @@ from ..errors import ClusterError, ClusterWarning
 from ._actor import CompileActor
 from ._connect import connect, disconnect, import_ray
 
-__all__ = ("ANSWER_GRACE", "ActorPool", "connect_within", "import_ray")
+__all__ = ("ANSWER_GRACE", "ActorPool", "connect_within", "import_ray", "ray_calls_pending")
 
 logger = logging.getLogger("asynccomp.ray")
 
@@ -414,6 +415,47 @@ class ActorPool:
         self._notify()
 
 
+_ray_calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+_ray_thread: threading.Thread | None = None
+_ray_thread_lock = threading.Lock()
+_ray_pending = 0  # calls queued or running in the Ray thread
+
+
+def _in_ray_thread(call: Callable[[], None]) -> None:
+    """Run ``call`` in this process's one Ray thread: a daemon thread that lives as long
+    as the process. Not a thread per connect: a local Ray instance that ``ray.init``
+    starts (``address=None``) shares its fate with the *thread* that started it (its
+    processes get PR_SET_PDEATHSIG), so a thread that ended after connecting took the
+    instance's GCS with it, and every later Ray call waited 60 s, then aborted."""
+    global _ray_thread, _ray_pending
+    with _ray_thread_lock:
+        _ray_pending += 1
+        if _ray_thread is None or not _ray_thread.is_alive():
+            _ray_thread = threading.Thread(
+                target=_serve_ray_calls, name="asynccomp-ray", daemon=True
+            )
+            _ray_thread.start()
+    _ray_calls.put(call)
+
+
+def _serve_ray_calls() -> None:
+    global _ray_pending
+    while True:
+        call = _ray_calls.get()
+        try:
+            call()
+        finally:
+            with _ray_thread_lock:
+                _ray_pending -= 1
+
+
+def ray_calls_pending() -> int:
+    """Connects queued or under way in the Ray thread (one abandoned by an engine that
+    gave up on it included)."""
+    with _ray_thread_lock:
+        return _ray_pending
+
+
 async def connect_within(pool: ActorPool) -> None:
     """Run ``pool.connect`` in a daemon thread of its own, waiting at most the pool's
     startup timeout for it to join the cluster (ClusterError past it), then for its
@@ -436,7 +478,7 @@ async def connect_within(pool: ActorPool) -> None:
             wake_joined()
             wake_finished()
 
-    threading.Thread(target=run, name="asynccomp-ray-connect", daemon=True).start()
+    _in_ray_thread(run)
     try:
         with anyio.move_on_after(pool.startup_timeout):
             await joined.wait()
