@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -115,7 +116,12 @@ class LocalHead:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        ray = str(Path(sys.executable).with_name("ray"))
+        # The `ray` command: next to this Python (a venv), else on PATH (pip --target).
+        beside = Path(sys.executable).with_name("ray")
+        found = str(beside) if beside.exists() else shutil.which("ray")
+        if found is None:
+            pytest.skip("the `ray` command is not installed")
+        ray = found
         command = [ray, "start", "--head", "--port", str(port), "--num-cpus", "2"]
         command += ["--include-dashboard=false", "--disable-usage-stats"]
         try:

@@ -155,6 +155,7 @@ async def test_losing_a_node_mid_sweep_loses_no_job(cluster: RayCluster) -> None
     executor = RayExecutor(startup_timeout=3)
     async with Engine(arch=ARCH, cache=False, executor=executor) as engine:
         assert engine.statistics().workers == 3
+        assert engine.slots == {"nvrtc": 3, "nvcc": 3}
 
         async def remove_a_busy_node() -> None:
             await wait_until(lambda: len(compiling_actors()) == 3)
@@ -163,8 +164,10 @@ async def test_losing_a_node_mid_sweep_loses_no_job(cluster: RayCluster) -> None
         async with anyio.create_task_group() as tg:
             tg.start_soon(remove_a_busy_node)
             results = await engine.compile_many(jobs)
-        # Nowhere to put a replacement: the other CPUs hold the engine's actors.
+        # Nowhere to put a replacement: the other CPUs hold the engine's actors, and
+        # the engine's slots follow its actors (jobs wait in its longest-first queue).
         assert engine.statistics().workers == 2
+        await wait_until(lambda: engine.slots == {"nvrtc": 2, "nvcc": 2}, within=30)
     assert all(r.ok for r in results), [r.error for r in results]
 
 

@@ -97,6 +97,12 @@ class SlotQueue(Generic[T]):
             heapq.heapify(self._heap)
         return True
 
+    def resize(self, total: int) -> None:
+        """Run at most ``total`` at once from now on (at least one: a queue that could
+        start nothing would hold its items forever). Items already running finish."""
+        self.total = max(1, total)
+        self._dispatch()
+
     def release(self) -> None:
         """A started item finished: its slot goes to the best queued item."""
         if self._running <= 0:

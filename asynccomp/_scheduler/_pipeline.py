@@ -22,6 +22,7 @@ entry. Every exception a request can cause ends as that request's outcome (statu
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -151,12 +152,24 @@ class Scheduler(Runner):
     def workers(self) -> int:
         return sum(backend.worker_count() for backend in self.backends.values())
 
+    def resize(self, backend: str, total: int) -> None:
+        """``backend`` now runs ``total`` compiles at once (its queue's other backends,
+        with shared slots, too): what waits is dispatched by the new count, so the
+        longest-first order holds over the slots that really exist."""
+        queue = self.queues[backend]
+        queue.resize(total)
+        for name, other in self.queues.items():
+            if other is queue:
+                self._slots[name] = queue.total
+
     @property
     def waiting(self) -> int:
         """Requests queued for a slot now."""
         return sum(queue.waiting for queue in set(self.queues.values()))
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        for name, backend in self.backends.items():
+            backend.watch_capacity(functools.partial(self.resize, name))
         for backend in {id(b): b for b in self.backends.values()}.values():
             await backend.start(task_group)
         if self.writer is not None:

@@ -21,6 +21,7 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -236,6 +237,11 @@ class CompilerBackend(abc.ABC):
     def worker_count(self) -> int:
         """Worker processes alive now (0 for backends that keep none)."""
         return 0
+
+    def watch_capacity(self, changed: Callable[[int], None]) -> None:  # noqa: B027 - optional
+        """Call ``changed(n)`` (on the event loop) whenever the number of compiles this
+        backend can run at once changes (a Ray cluster's actors lost and not replaced).
+        Backends of a fixed capacity never call it."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release what the backend holds (worker processes, threads, ...)."""

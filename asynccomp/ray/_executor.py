@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import anyio
@@ -146,6 +146,9 @@ class RayBackend(CompilerBackend):
 
     async def warm_up(self) -> None:
         await self.pool.warm_up()
+
+    def watch_capacity(self, changed: Callable[[int], None]) -> None:
+        self.pool.watchers.append(changed)
 
     def worker_count(self) -> int:
         # The actors are counted once, by the NVRTC backend (both share them).

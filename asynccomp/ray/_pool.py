@@ -101,6 +101,9 @@ class ActorPool:
         # Replacements wait for their actor in threads: a few at a time, so that losing
         # a big node does not take every thread anyio lends (cache reads, dumps, ...).
         self._replacements = anyio.CapacityLimiter(2)
+        #: Called with the number of actors (alive or being replaced) when it changes.
+        self.watchers: list[Callable[[int], None]] = []
+        self._capacity = 0
 
     # -- starting --------------------------------------------------------------------------
 
@@ -160,7 +163,7 @@ class ActorPool:
         for actor in started:
             self._live.add(actor)
             self._free.append(actor)
-        self.size = len(started)
+        self.size = self._capacity = len(started)
         if not started:
             raise ClusterError(
                 f"none of {count} Ray compile actors could be used: " + "; ".join(problems)
@@ -380,6 +383,13 @@ class ActorPool:
     def _notify(self) -> None:
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
+        capacity = len(self._live) + self._replacing
+        if capacity != self._capacity and not self._closed:
+            # The engine's slots follow: jobs wait in its longest-first queue, not in
+            # the pool for an actor that is not there.
+            self._capacity = capacity
+            for changed_to in self.watchers:
+                changed_to(capacity)
 
     # -- closing ---------------------------------------------------------------------------
 
