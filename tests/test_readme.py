@@ -31,6 +31,10 @@ def test_snippet_runs(number: int, tmp_path: Path) -> None:
         pytest.skip("needs TVM itself (pip install 'asynccomp[tvm]')")
     if "asynccomp.ray" in code and not importlib.util.find_spec("ray"):
         pytest.skip("needs Ray (pip install 'asynccomp[ray]')")
+    if "import tilelang" in code and not importlib.util.find_spec("tilelang"):
+        pytest.skip(
+            "needs TileLang (pip install 'asynccomp[tilelang]'; CI runs it in a venv of its own)"
+        )
     with server_folder() as folder:
         env = {
             **os.environ,
