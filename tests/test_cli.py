@@ -19,8 +19,11 @@ from asynccomp.cli._compile import compiler_options, unique_names
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
 
 
-def asynccomp(*args: str, cache: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ASYNCCOMP_CACHE_DIR": str(cache)}
+def asynccomp(
+    *args: str, cache: Path, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m asynccomp ARGS`` with its own cache folder (and ``env`` on top)."""
+    env = {**os.environ, "ASYNCCOMP_CACHE_DIR": str(cache), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "asynccomp", *args],
         capture_output=True,

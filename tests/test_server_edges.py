@@ -43,6 +43,7 @@ from .servers import (
     server_pid,
     wait_gone,
 )
+from .test_cli import asynccomp
 
 
 @pytest.fixture
@@ -315,43 +316,37 @@ async def test_a_setting_the_server_overrides_is_one_warning_naming_its_value(
 # -- what the command line says ---------------------------------------------------------------
 
 
-def _cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "asynccomp", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-        check=False,
-    )
-
-
 def test_the_command_line_says_where_jobs_ran_and_counts_the_servers_hits(
     server_dir: Path, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
-    env = {**os.environ, "ASYNCCOMP_CACHE_DIR": str(cache), "ASYNCCOMP_SERVER_DIR": str(server_dir)}
+    env = {"ASYNCCOMP_SERVER_DIR": str(server_dir)}
     kernel = tmp_path / "k.cu"
     kernel.write_text(scale_kernel())
-    here = _cli("compile", str(kernel), "--arch", ARCH, env=env, cwd=tmp_path)
+    here = asynccomp("compile", str(kernel), "--arch", ARCH, cache=cache, env=env, cwd=tmp_path)
     assert here.returncode == 0, here.stderr
     assert "in process" in here.stdout
     with running_server(server_dir, "--cache-dir", str(cache)) as (process, _):
-        there = _cli("compile", str(kernel), "--arch", ARCH, env=env, cwd=tmp_path)
+        there = asynccomp(
+            "compile", str(kernel), "--arch", ARCH, cache=cache, env=env, cwd=tmp_path
+        )
         assert there.returncode == 0, there.stderr
         assert f"on the compile server (pid {process.pid})" in there.stdout
         # A usage error keeps its shape with a server running: exit 2, one line.
-        bad = _cli("compile", str(kernel), "--arch", "sm_999", env=env, cwd=tmp_path)
+        bad = asynccomp(
+            "compile", str(kernel), "--arch", "sm_999", cache=cache, env=env, cwd=tmp_path
+        )
         assert bad.returncode == 2
         assert bad.stderr.count("\n") == 1 and "asynccomp: error: invalid arch" in bad.stderr
-        stats = json.loads(_cli("cache", "stats", "--json", env=env, cwd=tmp_path).stdout)
+        stats = json.loads(
+            asynccomp("cache", "stats", "--json", cache=cache, env=env, cwd=tmp_path).stdout
+        )
         assert stats["server"]["pid"] == process.pid
         assert (
             stats["server"]["unsaved"]["memory_hits"] + stats["server"]["unsaved"]["disk_hits"] == 1
         )
         assert stats["disk_hits"] + stats["memory_hits"] >= 1
-        doctor = _cli("doctor", "--json", env=env, cwd=tmp_path)
+        doctor = asynccomp("doctor", "--json", cache=cache, env=env, cwd=tmp_path)
         facts = json.loads(doctor.stdout)["server"]
         assert facts["running"] and facts["settings"]["cache_dir"] == str(cache.resolve())
         assert "slots" in facts["settings"]

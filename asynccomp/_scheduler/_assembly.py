@@ -91,9 +91,16 @@ async def assemble(
     await anyio.to_thread.run_sync(dumps.open_engine_root)
     if config.server is not None:
         return await _on_server(config, dumps, cost_model, make_backends, task_group, stack)
-    return await _in_process(
-        config, remote, dumps, workers, cost_model, make_backends, task_group, stack
+    local = await start_local(
+        config,
+        remote=remote,
+        workers=workers,
+        make_backends=make_backends,
+        task_group=task_group,
+        stack=stack,
     )
+    front = _front(config, local.toolkit, local.renderers, local.scheduler, dumps, cost_model)
+    return Parts(local.toolkit, local.scheduler, front, local.cache, local.on_cluster)
 
 
 def _front(
@@ -180,28 +187,6 @@ async def start_local(
     stack.push_async_callback(scheduler.aclose)
     await scheduler.start(task_group)
     return LocalRunner(toolkit, scheduler, local, cache, on_cluster)
-
-
-async def _in_process(
-    config: EngineConfig,
-    remote: RemoteCache | None,
-    dumps: DumpRegistry,
-    workers: Mapping[str, int],
-    cost_model: CostModel,
-    make_backends: MakeBackends,
-    task_group: anyio.abc.TaskGroup,
-    stack: contextlib.AsyncExitStack,
-) -> Parts:
-    local = await start_local(
-        config,
-        remote=remote,
-        workers=workers,
-        make_backends=make_backends,
-        task_group=task_group,
-        stack=stack,
-    )
-    front = _front(config, local.toolkit, local.renderers, local.scheduler, dumps, cost_model)
-    return Parts(local.toolkit, local.scheduler, front, local.cache, local.on_cluster)
 
 
 def default_backends(
