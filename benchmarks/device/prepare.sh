@@ -5,12 +5,17 @@
 #                     jsonschema and what it needs (Ray 2.60 imports it; the image lacks it)
 #   .device/ray/      Ray's wheel in two halves, part00 and part01 (79 MB: over one
 #                     command's 64 MiB carry; see run_tests.sh and run_ray.sh)
+#   .device/tilelang/ TileLang 0.1.15 and the cp312 wheels it needs that the image lacks:
+#                     a/ the first halves of TileLang's and z3's wheels (over the carry
+#                     together), b/ their second halves and the small wheels
+#                     (run_tilelang.sh joins them)
 # Idempotent: what is there already is kept.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 download() {
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+    --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 -d "$1" "${@:2}"
 }
 mkdir -p .device/wheels .device/ray
@@ -22,4 +27,20 @@ if [ ! -f .device/ray/part01 ]; then
   split -n 2 -d "$tmp"/ray-*.whl .device/ray/part
   rm -r "$tmp"
 fi
-ls -la .device/wheels .device/ray
+if [ ! -f .device/tilelang/b/complete ]; then
+  tmp="$(mktemp -d)"
+  download "$tmp" 'tilelang==0.1.15' 'apache-tvm-ffi==0.1.12' 'torch-c-dlpack-ext==0.1.5' \
+    'z3-solver==4.15.4.0' platformdirs pytest-asyncio
+  rm -rf .device/tilelang && mkdir -p .device/tilelang/a .device/tilelang/b
+  for wheel in "$tmp"/tilelang-*.whl "$tmp"/z3_solver-*.whl; do
+    name="$(basename "$wheel")"
+    split -n 2 -d "$wheel" "$tmp/$name.part"
+    mv "$tmp/$name.part00" .device/tilelang/a/
+    mv "$tmp/$name.part01" .device/tilelang/b/
+    rm "$wheel"
+  done
+  mv "$tmp"/*.whl .device/tilelang/b/
+  touch .device/tilelang/b/complete
+  rm -r "$tmp"
+fi
+ls -la .device/wheels .device/ray .device/tilelang/a .device/tilelang/b
