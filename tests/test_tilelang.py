@@ -287,3 +287,83 @@ def test_register_needs_a_known_backend() -> None:
     with pytest.raises(ValueError, match="backend"):
         atl.register(backend="clang")  # type: ignore[arg-type]
     assert not atl.registered()
+
+
+@needs_nvcc
+def test_on_the_compile_server_by_default(
+    results: list[CompileResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``$ASYNCCOMP_SERVER`` unset (its default, ``auto``), TileLang's compiles run on
+    the machine's compile server, started for them, with the same bytes as in process."""
+    from .servers import server_folder
+
+    atl.register(on_result=results.append)
+    in_process = tilelang.compile(matmul(64, 64), out_idx=[-1], target=TARGET)
+    assert atl.engine().where == "in process"  # the test session's ASYNCCOMP_SERVER=off
+    with server_folder() as folder:
+        atl.shutdown()
+        monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(folder))
+        monkeypatch.delenv("ASYNCCOMP_SERVER")
+        try:
+            on_server = tilelang.compile(matmul(64, 64), out_idx=[-1], target=TARGET)
+            assert atl.engine().where.startswith("on the compile server (pid ")
+            assert on_server.get_kernel_source() == in_process.get_kernel_source()
+            first, second = results
+            assert second.ok and second.binary == first.binary
+            assert second.resources["main_kernel"].registers > 0
+        finally:
+            atl.shutdown()
+
+
+@needs_nvcc
+def test_dumps_of_every_compile(results: list[CompileResult], tmp_path: Path) -> None:
+    """``register(dump=PATH)`` and TileLang's ``cuda.kernels_output_dir`` both keep each
+    compile's folder: source, command line, log, binary."""
+    atl.register(dump=tmp_path / "dumps", on_result=results.append)
+    tilelang.compile(matmul(64, 64), out_idx=[-1], target=TARGET)
+    own_dir = tmp_path / "tilelang-out"
+    tilelang.compile(
+        matmul(128, 64),
+        out_idx=[-1],
+        target=TARGET,
+        pass_configs={"cuda.kernels_output_dir": str(own_dir)},
+    )
+    first, second = results
+    for result, under in ((first, tmp_path / "dumps"), (second, own_dir)):
+        assert result.dump_dir is not None and result.dump_dir.is_relative_to(under)
+        names = {p.name for p in result.dump_dir.iterdir()}
+        assert "tvm_kernels.cu" in names, names
+        assert any(name.endswith(".cubin") for name in names), names
+        assert (result.dump_dir / "tvm_kernels.cu").read_text() == result.job.source
+
+
+@needs_nvcc
+def test_the_cache_follows_tilelangs_and_cutlasss_real_headers(
+    results: list[CompileResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real TileLang kernel's cached binary is a miss once a CUTLASS or TileLang header
+    it includes changes (copies of both trees, so the test may edit them)."""
+    import shutil
+
+    real = atl.TileLangPaths.installed()
+    templates, cutlass = tmp_path / "src", tmp_path / "cutlass"
+    shutil.copytree(real.template, templates)
+    shutil.copytree(real.cutlass, cutlass)
+    monkeypatch.setattr(
+        atl._facade._state,
+        "paths",
+        atl.TileLangPaths(str(templates), str(cutlass), real.host_compiler),
+    )
+    atl.register(on_result=results.append)
+    code = tilelang.compile(matmul(64, 64), out_idx=[-1], target=TARGET).get_kernel_source()
+    assert atl.compile_cuda(code, "sm_90a") == results[0].binary
+    assert [r.cached for r in results] == [False, True]
+    for header in (
+        cutlass / "cute" / "config.hpp",
+        templates / "tl_templates" / "cuda" / "common.h",
+    ):
+        header.write_text(header.read_text() + "\n// edited\n")
+        atl.compile_cuda(code, "sm_90a")
+        assert results[-1].cached is False, f"an edit of {header.name} was a stale hit"
+        atl.compile_cuda(code, "sm_90a")
+        assert results[-1].cached is True
