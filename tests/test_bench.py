@@ -7,12 +7,14 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from asynccomp import bench
+from asynccomp import CompileJob, bench
 from asynccomp.bench import BenchConfig, BenchError, BenchSettings, ConfigRun, PassResult
 
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel
@@ -173,13 +175,20 @@ def test_build_jobs_styles() -> None:
     ]
 
 
-def test_run_bench_passes_progress_and_rounds(tmp_path: Path) -> None:
+def test_run_bench_passes_progress_and_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     kernels = bench.load_corpus(_tiny_corpus(tmp_path / "corpus", count=2))
     configs = bench.expand_configs(["tvm", "threads"], [1], [True])
     settings = BenchSettings(configs, arch=ARCH, style="plain", repeat=2, warmup=1)
     events: list[bench.Progress] = []
     rounds: list[bench.BenchRun] = []
+    sources = _record_sources(monkeypatch)
     run = anyio.run(bench.run_bench, kernels, settings, events.append, rounds.append)
+    # Every pass of every configuration compiled sources nobody compiled before (NVRTC's
+    # own cache would answer a repeat), each the corpus's plus a comment.
+    assert len(sources) == len(set(sources)) == 2 * 2 * 3
+    assert all(s.startswith(tuple(k.source for k in kernels)) for s in sources)
 
     finished = [(e.config.kind, e.phase, e.number, e.cold) for e in events if e.seconds is not None]
     assert finished == [
@@ -196,6 +205,27 @@ def test_run_bench_passes_progress_and_rounds(tmp_path: Path) -> None:
     assert first.rounds == 1 and [len(r.timed) for r in first.runs] == [1, 1]
     assert run.rounds == 2 and [len(r.passes) for r in run.runs] == [3, 3]
     assert all(not p.failures and len(p.elapsed) == 2 for r in run.runs for p in r.passes)
+
+
+def _record_sources(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The source of every job the engines are given from now on (they still compile)."""
+    from asynccomp import Engine
+
+    seen: list[str] = []
+    compile_, as_completed = Engine.compile, Engine.as_completed
+
+    async def compile(self: Engine, job: CompileJob, *args: Any, **kwargs: Any) -> Any:
+        seen.append(job.source)
+        return await compile_(self, job, *args, **kwargs)
+
+    def completed(self: Engine, jobs: Iterable[CompileJob], *args: Any, **kwargs: Any) -> Any:
+        jobs = list(jobs)
+        seen.extend(job.source for job in jobs)
+        return as_completed(self, jobs, *args, **kwargs)
+
+    monkeypatch.setattr(Engine, "compile", compile)
+    monkeypatch.setattr(Engine, "as_completed", completed)
+    return seen
 
 
 def test_memory_sampler_sees_this_process() -> None:

@@ -10,16 +10,22 @@ that drift in the machine (clock, page cache, other load) falls on all of them a
 All engines stay open until the end, so each keeps its warm workers; idle workers cost
 memory but no CPU.
 
+Every pass compiles sources no cache has seen, as an autotuner's candidates are: each
+source gets a comment naming the run, its configuration and the pass. asynccomp's cache
+is off, but NVRTC 12.9 and later keep a cache of their own (in ``~/.nv``, shared by
+every process) that would answer a repeated source, in a later pass or a later run.
+
 The baseline (``"tvm"``) is what TVM's ``tvm_callback_cuda_compile`` does: one kernel
 at a time, in this process, NVRTC, the original source (no fast path).
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -132,13 +138,15 @@ class _Config:
     """One configuration while it runs: its engine, jobs, worker pids and passes."""
 
     def __init__(
-        self, config: BenchConfig, index: int, count: int, kernels: Sequence[Kernel]
+        self, config: BenchConfig, index: int, count: int, kernels: Sequence[Kernel], run: str
     ) -> None:
         self.config = config
+        self.run = run
         self.index = index
         self.count = count
         self.names = tuple(k.name for k in kernels)
-        self.jobs: list[CompileJob] = []
+        self.corpus_jobs: list[CompileJob] = []  # each pass compiles them with its tag
+        self.jobs: list[CompileJob] = []  # this pass's
         self._index: dict[int, int] = {}
         self.engine: Engine | None = None
         self.worker_pids: set[int] = set()
@@ -146,8 +154,14 @@ class _Config:
         self.passes: list[PassResult] = []
 
     def use_jobs(self, jobs: list[CompileJob]) -> None:
-        self.jobs = jobs
-        self._index = {id(job): i for i, job in enumerate(jobs)}
+        self.corpus_jobs = jobs
+
+    def _new_sources(self) -> None:
+        """This pass's jobs: the corpus's, each source tagged (see the module docstring)."""
+        number = len(self.passes)
+        tag = f"\n// asynccomp bench {self.run}: configuration {self.index}, pass {number}\n"
+        self.jobs = [replace(job, source=job.source + tag) for job in self.corpus_jobs]
+        self._index = {id(job): i for i, job in enumerate(self.jobs)}
 
     def _position(self, result: CompileResult, results: list[CompileResult | None]) -> int:
         """Where ``result`` belongs in corpus order: its job is one of ``self.jobs``."""
@@ -179,6 +193,7 @@ class _Config:
     ) -> PassResult:
         engine = self.engine
         assert engine is not None
+        self._new_sources()
         total = len(self.jobs)
         results: list[CompileResult | None] = [None] * total
         cold = not self.passes
@@ -251,8 +266,9 @@ async def run_bench(
     if not kernels:
         raise BenchError("the corpus is empty")
     jobs: dict[Backend, list[CompileJob]] = {}
+    run = secrets.token_hex(4)
     states = [
-        _Config(config, index, len(settings.configs), kernels)
+        _Config(config, index, len(settings.configs), kernels, run)
         for index, config in enumerate(settings.configs, 1)
     ]
     for state in states:
