@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
+import psutil
 import pytest
 
 from asynccomp import CompileJob, InvalidJob
@@ -169,3 +173,78 @@ async def test_stale_folders_of_dead_engines_are_swept(backend: NvrtcBackend) ->
         assert sweep_worker_folders(root) == []
     finally:
         live.rmdir()
+
+
+# An engine that compiles one job with -pch, says where NVRTC put its PCH, and waits to
+# be killed.
+ENGINE_SCRIPT = """
+import sys, anyio
+from asynccomp import CompileJob, Engine
+
+async def main() -> None:
+    async with Engine(arch="sm_90a", nvrtc_workers=1, nvrtc_mode=sys.argv[1], cache=False) as e:
+        result = await e.compile(CompileJob(sys.argv[2], arch="sm_90a", pch=True))
+        made = [line for line in result.log.splitlines() if "creating precompiled" in line]
+        print(made[0].split('"')[3], flush=True)
+        await anyio.sleep(600)
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_a_killed_engines_pch_is_removed_by_the_next(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL an engine whose NVRTC made a PCH (in its own threads, or in a worker): the
+    files stay (NVRTC removes them only at a normal exit), and the next NVRTC backend's
+    start removes them."""
+    import tempfile
+    import time
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "ASYNCCOMP_SERVER": "off"}
+    with subprocess.Popen(
+        [sys.executable, "-c", ENGINE_SCRIPT, mode, source("p2", 11)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as engine:
+        assert engine.stdout is not None
+        pch = Path(engine.stdout.readline().strip())  # the script's own limit: 600 s
+        engine.kill()
+    assert pch.is_file() and pch.is_relative_to(tmp), pch
+    folder = pch.parent  # NVRTC's __nvrtc_auto_pch_<pid>_0
+    deadline = time.monotonic() + 10
+    while mode == "processes" and _workers_in(tmp):  # it dies with its engine
+        assert time.monotonic() < deadline, "the worker outlived its engine"
+        time.sleep(0.05)
+    assert folder.exists(), "NVRTC removed it itself: nothing to test"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+
+    async def next_engine() -> None:
+        other = NvrtcBackend(find_toolkit(), mode=mode, workers=1)  # type: ignore[arg-type]
+        async with anyio.create_task_group() as tg:
+            await other.start(tg)
+            if other.pool is not None:  # a worker's start sweeps the worker folders
+                await compile_one(other, source("p1", 12), pch=False)
+            await other.aclose()
+
+    anyio.run(next_engine)
+    assert not folder.exists()
+    assert not pch.exists()
+
+
+def _workers_in(tmp: Path) -> list[Any]:
+    """NVRTC worker processes whose $TMPDIR is under ``tmp``."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            command = " ".join(process.info["cmdline"] or ())
+            folder = (process.info["environ"] or {}).get("TMPDIR", "")
+        except psutil.Error:
+            continue
+        if "asynccomp.backends._nvrtc_worker" in command and str(tmp) in folder:
+            found.append(process)
+    return found

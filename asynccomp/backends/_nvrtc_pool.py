@@ -19,12 +19,10 @@ Faults stay with their job (see :mod:`._nvrtc_protocol` for the wire format):
 
 :meth:`NvrtcProcessPool.aclose` kills every worker, so none outlives the engine.
 
-**Files.** Every worker gets a folder of its own as ``$TMPDIR``,
-``<tmp>/asynccomp-nvrtc-<uid>/<engine pid>-<n>/``, where NVRTC writes its automatic
-precompiled headers (``__nvrtc_auto_pch_<pid>_0/*.pch``, 250-450 MB each). NVRTC removes
-them only when its process exits normally; the pool removes the folder whenever it
-reaps a worker, killed or not, and at its first start it removes the folders of engines
-that are no longer running (their workers died with them: ``PR_SET_PDEATHSIG``). Workers
+**Files.** Every worker gets a folder of its own as ``$TMPDIR``, where NVRTC writes its
+automatic precompiled headers; the pool removes it whenever it reaps a worker, killed or
+not, and at its first start it removes the folders of engines that are no longer running
+(their workers died with them: ``PR_SET_PDEATHSIG``); see :mod:`._nvrtc_files`. Workers
 that never compile with ``-pch`` write nothing there.
 
 **Precompiled headers** (jobs rendered with ``-pch``, :data:`~.nvrtc.PCH_OPTION`): a PCH
@@ -40,19 +38,15 @@ the disk used at about ``workers x MAX_PCH_PER_WORKER x 450 MB``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import logging
 import os
 import pickle
-import re
 import shutil
 import signal
-import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,6 +57,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._base import BackendOutput, PreparedCompile, empty_folder
 from ._nvrtc_api import uses_pch
+from ._nvrtc_files import sweep_worker_folders, worker_folders_root
 from ._nvrtc_protocol import CANCEL, COMPILE, HEADER, RECEIVED, RESULT, SEQ
 
 __all__ = (
@@ -101,7 +96,6 @@ MAX_PCH_PER_WORKER = 2
 # What NVRTC's log says of a compile with -pch (NVRTC 12.8 to 13.5).
 _PCH_MADE = "creating precompiled header file"
 _PCH_USED = "using precompiled header file"
-_FOLDER_NAME = re.compile(r"(\d+)-(\d+)")
 
 # What a dead or broken worker looks like from the parent's side of the pipes.
 _DEAD = (
@@ -168,49 +162,6 @@ def pch_key(prepared: PreparedCompile) -> str | None:
         digest.update(option.encode("utf-8", "surrogateescape") + b"\0")
     digest.update(header_prefix(prepared.source).encode("utf-8", "surrogateescape"))
     return digest.hexdigest()[:20]
-
-
-def worker_folders_root() -> Path:
-    """``<tmp>/asynccomp-nvrtc-<uid>``, this user's (0700), made if needed; where every
-    engine's workers get their folders. One taken by someone else is not used: a fresh
-    private folder is."""
-    root = Path(tempfile.gettempdir(), f"asynccomp-nvrtc-{os.getuid()}")
-    with contextlib.suppress(FileExistsError):
-        root.mkdir(0o700)
-    try:
-        st = root.lstat()
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
-            return root
-    except OSError:
-        pass
-    return Path(tempfile.mkdtemp(prefix="asynccomp-nvrtc-"))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep_worker_folders(root: Path) -> list[str]:
-    """Remove the worker folders of engines that are not running (killed before they
-    could clean up: their workers died with them); returns the names removed."""
-    removed: list[str] = []
-    try:
-        entries = list(root.iterdir())
-    except OSError:
-        return removed
-    for entry in entries:
-        match = _FOLDER_NAME.fullmatch(entry.name)
-        if match is None or int(match.group(1)) == os.getpid() or _alive(int(match.group(1))):
-            continue
-        shutil.rmtree(entry, ignore_errors=True)
-        removed.append(entry.name)
-    return removed
 
 
 def _describe_exit(code: int | None) -> str:

@@ -24,6 +24,7 @@ the PCH lives in this process's ``$TMPDIR`` and NVRTC removes it when the proces
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from dataclasses import replace
@@ -47,7 +48,10 @@ from ._base import (
     with_caller_folders,
 )
 from ._nvrtc_api import compile_prepared
+from ._nvrtc_files import sweep_stale_auto_pch
 from ._nvrtc_pool import KILL_GRACE, NvrtcProcessPool
+
+logger = logging.getLogger("asynccomp")
 
 __all__ = ("NvrtcBackend", "NvrtcMode", "PCH_OPTION", "WARMUP_SOURCE")
 
@@ -134,6 +138,11 @@ class NvrtcBackend(CompilerBackend):
         )
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        # NVRTC in the threads of an engine that was killed left its precompiled headers
+        # in that process's temporary folder (workers have folders of their own).
+        swept = await anyio.to_thread.run_sync(sweep_stale_auto_pch)
+        if swept:
+            logger.info("asynccomp: removed %d stale NVRTC PCH folders", len(swept))
         if self._threads is not None:
             self._threads.task_group = task_group
 

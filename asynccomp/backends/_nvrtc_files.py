@@ -1,0 +1,104 @@
+"""What NVRTC leaves on disk, and how none of it outlives its process for long.
+
+NVRTC's automatic precompiled headers (``-pch``) go to ``$TMPDIR/__nvrtc_auto_pch_<pid>_<n>/``
+(250-450 MB each for heavy headers) and NVRTC removes them only when its process exits
+normally. So:
+
+- every NVRTC worker process gets a folder of its own as ``$TMPDIR``,
+  ``<tmp>/asynccomp-nvrtc-<uid>/<engine pid>-<n>/`` (:func:`worker_folders_root`); the
+  pool removes it whenever it reaps the worker, killed or not, and the first pool of a
+  process removes the folders of engines that no longer run
+  (:func:`sweep_worker_folders`: their workers died with them);
+- NVRTC in threads of an engine's own process writes to the process's ``$TMPDIR``; an
+  engine killed there leaves NVRTC's folder, so every NVRTC backend's start removes the
+  ``__nvrtc_auto_pch_<pid>_<n>`` folders of this user's processes that have ended
+  (:func:`sweep_stale_auto_pch`).
+
+A folder whose process still runs (or whose pid a new process took) is left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+__all__ = (
+    "sweep_stale_auto_pch",
+    "sweep_worker_folders",
+    "worker_folders_root",
+)
+
+_FOLDER_NAME = re.compile(r"(\d+)-(\d+)")
+_AUTO_PCH_NAME = re.compile(r"__nvrtc_auto_pch_(\d+)_\d+")
+
+
+def worker_folders_root() -> Path:
+    """``<tmp>/asynccomp-nvrtc-<uid>``, this user's (0700), made if needed; where every
+    engine's workers get their folders. One taken by someone else is not used: a fresh
+    private folder is."""
+    root = Path(tempfile.gettempdir(), f"asynccomp-nvrtc-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        root.mkdir(0o700)
+    try:
+        st = root.lstat()
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
+            return root
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="asynccomp-nvrtc-"))
+
+
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (of any user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sweep(root: Path, pattern: re.Pattern[str], *, owned_only: bool) -> list[str]:
+    removed: list[str] = []
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None:
+            continue
+        pid = int(match.group(1))
+        if pid == os.getpid() or alive(pid):
+            continue
+        if owned_only:
+            try:
+                st = entry.lstat()
+            except OSError:
+                continue
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                continue  # another user's, or not NVRTC's folder at all
+        shutil.rmtree(entry, ignore_errors=True)
+        if not entry.exists():
+            removed.append(entry.name)
+    return removed
+
+
+def sweep_worker_folders(root: Path) -> list[str]:
+    """Remove the worker folders of engines that are not running (killed before they
+    could clean up: their workers died with them); returns the names removed."""
+    return _sweep(root, _FOLDER_NAME, owned_only=False)
+
+
+def sweep_stale_auto_pch(folder: Path | None = None) -> list[str]:
+    """Remove NVRTC's automatic-PCH folders (``__nvrtc_auto_pch_<pid>_<n>``) in
+    ``folder`` (default: this process's temporary folder, where NVRTC in this process
+    writes them) whose process has ended and that belong to this user; returns the
+    names removed."""
+    return _sweep(Path(folder or tempfile.gettempdir()), _AUTO_PCH_NAME, owned_only=True)
