@@ -28,9 +28,11 @@ import argparse
 import json
 import os
 import pickle
+import secrets
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,7 @@ from asynccomp.ray import RayExecutor  # noqa: E402
 from asynccomp.toolkit import find_toolkit  # noqa: E402
 from asynccomp.tvm import make_job  # noqa: E402
 
+RUN = secrets.token_hex(4)
 TINY = 'extern "C" __global__ void tiny(float* x) {{ x[threadIdx.x] *= {}f; }}\n'
 
 
@@ -59,12 +62,16 @@ def corpus_jobs(corpus: Path | None, arch: str) -> list[CompileJob]:
     return [make_job(f.read_text(), arch=arch, name=f.stem) for f in files]
 
 
-async def batches(engine: Engine, jobs: list[CompileJob], rounds: int) -> dict[str, Any]:
+async def batches(engine: Engine, jobs: list[CompileJob], rounds: int, name: str) -> dict[str, Any]:
     walls, cpu = [], 0.0
     results: list[CompileResult] = []
-    for _ in range(rounds):
+    for number in range(rounds):
+        # New sources each round and engine (a comment: the same bytes): NVRTC 12.9+
+        # keeps a cache of its own in ~/.nv, which would answer a repeated source.
+        tag = f"\n// ray_executor {RUN} {name} round {number}\n"
+        fresh = [replace(job, source=job.source + tag) for job in jobs]
         cpu_before, started = time.process_time(), time.perf_counter()
-        results = await engine.compile_many(jobs)
+        results = await engine.compile_many(fresh)
         walls.append(time.perf_counter() - started)
         cpu += time.process_time() - cpu_before
         failed = [str(r.error) for r in results if not r.ok]
@@ -85,7 +92,8 @@ async def latency(engine: Engine, count: int) -> float:
     times = []
     for i in range(count):
         started = time.perf_counter()
-        result = await engine.compile(CompileJob(TINY.format(1.0 + i), name=f"tiny{i}"))
+        text = TINY.format(1.0 + i) + f"// {RUN} {engine.where}\n"
+        result = await engine.compile(CompileJob(text, name=f"tiny{i}"))
         assert result.ok, result.error
         times.append(time.perf_counter() - started)
     return statistics.median(times[2:])  # the first ones load NVRTC's headers
@@ -143,7 +151,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
     async with Engine(arch=args.arch, cache=False) as local:
         await local.warm_up()
-        out["local"] = await batches(local, jobs, args.rounds)
+        out["local"] = await batches(local, jobs, args.rounds, "local")
     async with Engine(arch=args.arch, cache=False, nvrtc_workers=1) as one:
         out["local_latency"] = await latency(one, args.tiny)
 
@@ -152,7 +160,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         out["ray_engine_start_s"] = time.perf_counter() - started
         out["actors"] = remote.statistics().workers
         await remote.warm_up()
-        out["ray"] = await batches(remote, jobs, args.rounds)
+        out["ray"] = await batches(remote, jobs, args.rounds, "ray")
     async with Engine(arch=args.arch, cache=False, executor=RayExecutor(actors=1)) as single:
         out["ray_latency"] = await latency(single, args.tiny)
     out["overhead_per_job"] = out["ray_latency"] - out["local_latency"]
