@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
@@ -209,6 +210,47 @@ async def test_a_server_killed_mid_batch_ends_each_job_typed_and_the_next_call_g
         after = await engine.compile(CompileJob(scale_kernel(9.0)))
         assert after.ok, after.error
     assert server_pid(paths) is not None
+
+
+@pytest.mark.parametrize("call", ["compile_many", "as_completed"])
+async def test_a_server_killed_while_a_batch_is_sent_ends_every_job(
+    call: str, server_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server dies after the first of a batch's four chunks went out: sending the
+    second fails, and the jobs of the chunks never sent end ServerLost too (once, a
+    compile_many of 200 raised a bare AssertionError and as_completed gave 128)."""
+    from asynccomp.server import _client
+    from asynccomp.server._protocol import Jobs
+
+    jobs = [CompileJob(scale_kernel(float(i)) + f"// {call}\n", name=f"j{i}") for i in range(200)]
+    with running_server(server_dir) as (process, paths):
+        original = _client._Connection.send
+        chunks: list[int] = []
+
+        async def send(self: _client._Connection, message: object, blobs: Any = ()) -> None:
+            if isinstance(message, Jobs):
+                chunks.append(len(message.jobs))
+                if len(chunks) == 2:
+                    # Blocking, on purpose: the client's reader cannot see the server go
+                    # before this send does.
+                    process.kill()
+                    process.wait()
+            await original(self, message, blobs)
+
+        monkeypatch.setattr(_client._Connection, "send", send)
+        async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
+            with anyio.fail_after(120):
+                if call == "compile_many":
+                    results = await engine.compile_many(jobs)
+                else:
+                    async with engine.as_completed(jobs) as completed:
+                        results = [r async for r in completed]
+            stats = engine.statistics()
+    assert chunks[:2] == [64, 64]
+    assert sorted(r.job.name for r in results) == sorted(j.name for j in jobs)
+    lost = [r for r in results if isinstance(r.error, ServerLost)]
+    assert all(r.ok for r in results if r.error is None) and len(lost) >= 200 - 64
+    assert (stats.completed, stats.running, stats.queued) == (200, 0, 0)
 
 
 def test_idle_shutdown(server_dir: Path) -> None:

@@ -526,26 +526,39 @@ class ServerClient(Runner):
         connection.calls[number] = pending
         finished = False
         try:
-            await connection.send(Compile(number, want))
+            await self._send(connection, Compile(number, want))
+            # Every chunk is taken from ``requests``, sent or not: once the connection
+            # is lost, ``expect`` ends a chunk's jobs at once (ServerLost), so no job of
+            # the call is left without an outcome.
             async for chunk in requests:
                 pending.expect([r.index for r in chunk])
-                if connection.alive:
-                    for message, blobs in _packed(number, chunk):
-                        await connection.send(message, blobs)
+                for message, blobs in _packed(number, chunk) if connection.alive else ():
+                    await self._send(connection, message, blobs)
             pending.all_sent = True
             pending.check()
-            if connection.alive:
-                await connection.send(End(number))
+            await self._send(connection, End(number))
             await pending.done.wait()
             finished = True
-        except _GONE as exc:
-            self._lost(connection, f"sending to the compile server failed ({exc!r})")
         finally:
             connection.calls.pop(number, None)
             if not finished and connection.alive:
                 # Cancelled: the server drops this call's compiles (nobody else's).
                 with anyio.CancelScope(shield=True), contextlib.suppress(*_GONE):
                     await connection.send(Cancel(number))
+
+    async def _send(
+        self, connection: _Connection, message: Any, blobs: Sequence[bytes] = ()
+    ) -> None:
+        """Send on ``connection`` if it is alive; a send that fails loses it (every call
+        on it ends ServerLost) and closes it, so its reader stops too."""
+        if not connection.alive:
+            return
+        try:
+            await connection.send(message, blobs)
+        except _GONE as exc:
+            self._lost(connection, f"sending to the compile server failed ({exc!r})")
+            with anyio.CancelScope(shield=True), contextlib.suppress(*_GONE):
+                await connection.stream.aclose()
 
     async def warm_up(self) -> None:
         connection = await self._connected()
