@@ -27,6 +27,7 @@ from asynccomp import (
     AsyncCompWarning,
     CompileJob,
     Engine,
+    InvalidJob,
     ServerError,
     ServerLost,
     SyncEngine,
@@ -100,6 +101,82 @@ def test_relative_includes_are_the_clients_files_wherever_it_compiles(
     assert local.ok and remote.ok, (local.error, remote.error)
     assert constant(local.binary) and constant(remote.binary)
     assert local.command == remote.command and f"-I{client}" in local.command
+
+
+VALUE_KERNEL = 'extern "C" __global__ void k(int* x) { x[threadIdx.x] = VALUE; }\n'
+
+#: Forms of the path options other than -I, each (backend, options, whether the source
+#: includes <v.h>): pre-included headers (both compilers), system include folders (nvcc
+#: only: NVRTC has none), nvcc's comma lists.
+PATH_FORMS = [
+    ("nvrtc", ["-include", "pre.h"], False),
+    ("nvrtc", ["--pre-include=pre.h"], False),
+    ("nvrtc", ["-include=pre.h"], False),
+    ("nvrtc", ["--pre-include", "pre.h"], False),
+    ("nvcc", ["-include", "pre.h"], False),
+    ("nvcc", ["--pre-include=pre.h"], False),
+    ("nvcc", ["-isystem", "sys"], True),
+    ("nvcc", ["--system-include=sys"], True),
+    ("nvcc", ["-I", "nowhere,sys"], True),
+]
+
+
+@pytest.mark.parametrize(
+    ("backend", "options", "includes"),
+    [
+        pytest.param(*form, id=" ".join([form[0], *form[1]]), marks=needs_nvcc)
+        if form[0] == "nvcc"
+        else pytest.param(*form, id=" ".join([form[0], *form[1]]))
+        for form in PATH_FORMS
+    ],
+)
+def test_relative_pre_includes_and_system_folders_are_the_clients(
+    backend: str,
+    options: list[str],
+    includes: bool,
+    server_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A relative -include / --pre-include header and -isystem folder mean the
+    caller's folder, as -I does: in an NVRTC worker process, in nvcc's work folder and
+    on a server started elsewhere (they were read from the compiler's own folder)."""
+    client, elsewhere = tmp_path / "client", tmp_path / "elsewhere"
+    for folder, value in ((client, 102), (elsewhere, 708)):
+        (folder / "sys").mkdir(parents=True)
+        (folder / "pre.h").write_text(f"#define VALUE {value}\n")
+        (folder / "sys" / "v.h").write_text(f"#define VALUE {value}\n")
+    source = ("#include <v.h>\n" if includes else "") + VALUE_KERNEL
+    job = CompileJob(
+        source,
+        name="paths",
+        backend="nvcc" if backend == "nvcc" else "nvrtc",
+        output="ptx",
+        options=options,
+    )
+    monkeypatch.chdir(elsewhere)
+    with running_server(server_dir) as (_, paths):
+        monkeypatch.chdir(client)
+        with SyncEngine(arch=ARCH, nvrtc_workers=2, nvrtc_mode="processes", cache=False) as here:
+            local = here.compile(job)
+        with SyncEngine(arch=ARCH, server=str(paths.socket)) as there:
+            remote = there.compile(job)
+    for result in (local, remote):
+        assert result.ok, result.error
+        assert result.binary is not None and b"102" in result.binary
+        assert b"708" not in result.binary
+    assert local.command == remote.command and str(client) in " ".join(local.command)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--options-file", "opts.txt"], ["--options-file=opts.txt"], ["-optf", "/abs/opts.txt"]],
+)
+def test_an_options_file_is_refused_naming_the_option(options: list[str]) -> None:
+    with pytest.raises(InvalidJob, match=r"invalid options .*optf|invalid options .*options-file"):
+        CompileJob(scale_kernel(), backend="nvcc", options=options)
+    with pytest.raises(InvalidJob, match=r"put its options in CompileJob\.options"):
+        CompileJob(scale_kernel(), options=options)
 
 
 # -- trust ------------------------------------------------------------------------------------
