@@ -219,15 +219,15 @@ async def test_a_server_killed_while_a_batch_is_sent_ends_every_job(
     """The server dies after the first of a batch's four chunks went out: sending the
     second fails, and the jobs of the chunks never sent end ServerLost too (once, a
     compile_many of 200 raised a bare AssertionError and as_completed gave 128)."""
-    from asynccomp.server import _client
+    from asynccomp.server import _connect
     from asynccomp.server._protocol import Jobs
 
     jobs = [CompileJob(scale_kernel(float(i)) + f"// {call}\n", name=f"j{i}") for i in range(200)]
     with running_server(server_dir) as (process, paths):
-        original = _client._Connection.send
+        original = _connect.Connection.send
         chunks: list[int] = []
 
-        async def send(self: _client._Connection, message: object, blobs: Any = ()) -> None:
+        async def send(self: _connect.Connection, message: object, blobs: Any = ()) -> None:
             if isinstance(message, Jobs):
                 chunks.append(len(message.jobs))
                 if len(chunks) == 2:
@@ -237,7 +237,7 @@ async def test_a_server_killed_while_a_batch_is_sent_ends_every_job(
                     process.wait()
             await original(self, message, blobs)
 
-        monkeypatch.setattr(_client._Connection, "send", send)
+        monkeypatch.setattr(_connect.Connection, "send", send)
         async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
             with anyio.fail_after(120):
                 if call == "compile_many":
@@ -338,9 +338,9 @@ async def test_a_version_mismatch_names_both_versions(
     server_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with running_server(server_dir) as (_, paths):
-        from asynccomp.server import _client
+        from asynccomp.server import _connect
 
-        monkeypatch.setattr(_client, "__version__", "9.9.9")
+        monkeypatch.setattr(_connect, "__version__", "9.9.9")
         with pytest.raises(
             ServerError, match=r"server is asynccomp 0\.1\.0.*client is asynccomp 9\.9\.9"
         ):

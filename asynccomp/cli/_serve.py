@@ -19,7 +19,7 @@ from ..config import EngineConfig
 from ..errors import AsyncCompError, ServerError
 from ..server import DEFAULT_IDLE_TIMEOUT, Server, ServerPaths, server_paths, status, stop
 from ._args import non_negative_float, positive_int
-from ._compile import add_ray_timeout, ray_executor
+from ._ray_args import add_ray_timeout, ray_executor
 
 DESCRIPTION = """\
 Run the compile server: one engine (NVRTC workers, nvcc slots, the cache) that every
