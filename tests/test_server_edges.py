@@ -22,6 +22,7 @@ from pathlib import Path
 import anyio
 import psutil
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from asynccomp import (
     AsyncCompWarning,
@@ -32,7 +33,11 @@ from asynccomp import (
     ServerLost,
     SyncEngine,
 )
-from asynccomp.server import server_paths
+from asynccomp import server as server_api
+from asynccomp._version import __version__
+from asynccomp.server import Server, server_paths
+from asynccomp.server._protocol import PROTOCOL, Hello, Welcome, parse, send_form
+from asynccomp.server._wire import encode, read_message
 
 from .kernels import ARCH, needs_nvcc, scale_kernel, slow_kernel
 from .processes import wait_until
@@ -371,6 +376,74 @@ def test_a_client_at_the_idle_deadline_starts_a_new_server(server_dir: Path) -> 
         assert engine.where.startswith("on the compile server (pid")
     thread.join(10)
     assert accepted.is_set() and server_pid(paths) is not None
+
+
+class _IdleWhenTold(Server):
+    """A real server (its socket, sessions, scheduler and NVRTC workers) whose idle
+    check runs only when the test calls ``retire_if_idle()``."""
+
+    async def _idle_check_due(self) -> None:
+        await anyio.sleep_forever()
+
+
+async def test_a_client_connecting_at_the_idle_deadline_is_served_or_starts_a_new_one(
+    server_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past its idle deadline, a server with a client still saying hello is not idle:
+    the client is welcomed and compiles there. Once it is idle, retiring is one step
+    with the check: the socket is gone at once, and the next client starts a new
+    server (a client welcomed by a server that then stopped lost its first job)."""
+    monkeypatch.chdir(tmp_path)  # the server moves into its empty folder; undone after
+    paths = server_paths(server_dir)
+    server = _IdleWhenTold(paths, idle_timeout=1e-9)  # idle as soon as no client is there
+    async with anyio.create_task_group() as tg:
+        await tg.start(server.serve)
+        hello = await anyio.connect_unix(paths.socket)
+        await wait_until(lambda: server.status()["clients"] == 1)  # connected, no hello yet
+        assert not server.retire_if_idle()
+        frames = encode(*send_form(Hello(PROTOCOL, __version__, os.getpid())))
+        for frame in frames:
+            await hello.send(frame)
+        welcome = await read_message(BufferedByteReceiveStream(hello))
+        assert welcome is not None and isinstance(parse(welcome), Welcome)
+        await hello.aclose()
+        async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
+            assert (await engine.compile(CompileJob(scale_kernel(4.5)))).ok
+            assert engine.where == f"on the compile server (pid {os.getpid()})"
+        await wait_until(lambda: server.status()["clients"] == 0)
+        assert server.retire_if_idle()
+        assert not paths.socket.exists() and not server.accepting()
+    # Served out: the next client finds no socket and starts a server of its own.
+    async with Engine(arch=ARCH, server="auto") as engine:
+        assert (await engine.compile(CompileJob(scale_kernel(4.25)))).ok
+        assert engine.where.startswith("on the compile server (pid")
+        assert engine.where != f"on the compile server (pid {os.getpid()})"
+
+
+def test_a_spawn_lock_that_cannot_be_opened_is_a_server_error_saying_what_to_fix(
+    server_dir: Path,
+) -> None:
+    paths = server_paths(server_dir)
+    paths.spawn.mkdir()  # not a file: it cannot be the lock
+    with pytest.raises(
+        ServerError, match=r"cannot open .*\.spawn.*(remove what is there|ASYNCCOMP_SERVER_DIR)"
+    ):
+        SyncEngine(arch=ARCH, server="auto").start()
+
+
+def test_serve_starts_no_worker_until_a_job_needs_one_and_warm_starts_them_all(
+    server_dir: Path,
+) -> None:
+    with running_server(server_dir) as (_, paths):
+        status = server_api.status(paths.socket)
+        assert (status["workers"], status["warm"]) == (0, False)
+    with running_server(server_dir, "--warm") as (_, paths):
+        deadline = time.monotonic() + 120
+        while not (status := server_api.status(paths.socket))["warm"]:
+            assert time.monotonic() < deadline, status
+            time.sleep(0.05)
+        assert status["workers"] == status["settings"]["slots"]["nvrtc"] >= 1
+        assert status["compiled"] == 0  # warming is no client's compile
 
 
 async def test_a_setting_the_server_overrides_is_one_warning_naming_its_value(
