@@ -18,7 +18,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from ..config import RUNNER_SETTINGS, WORKER_SETTINGS, EngineConfig, NvrtcModeSetting
+from ..config import EngineConfig, NvrtcModeSetting
 from ..cost import CostModel
 from ..errors import EngineClosed, InvalidJob
 from ..job import CompileJob
@@ -162,20 +162,7 @@ class Engine:
         return engine
 
     def _setup(self, config: EngineConfig) -> None:
-        if config.server is not None:
-            config.refuse(
-                RUNNER_SETTINGS,
-                "server",
-                "set them on `asynccomp serve`, or leave server=None to compile in this process",
-            )
-        elif config.executor is not None and not config.executor.fallback:
-            config.refuse(
-                WORKER_SETTINGS,
-                "executor",
-                "a Ray cluster's actors are the engine's slots (RayExecutor(actors=N) "
-                "sets their number; fallback=True takes local workers when it cannot be "
-                "used, with these settings)",
-            )
+        config.check("engine")
         self.config = config
         self._local_workers: dict[str, int] = {}
         self._nvrtc_mode: NvrtcMode = "threads"

@@ -65,7 +65,7 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="ADDRESS",
         help="compile on actors of a Ray cluster (auto, HOST:PORT, ray://HOST:PORT) instead "
-        "of local workers; -j is then unused",
+        "of local workers (its actors are the slots: -j only with --ray-fallback)",
     )
     p.add_argument(
         "--ray-fallback",
@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             cache_dir=args.cache_dir,
             executor=ray_executor(args),
         )
+        config.check("server")  # before --detach: the refusal is this command's
     except ValueError as exc:
         print(f"asynccomp: error: {exc}", file=sys.stderr)
         return 2

@@ -85,6 +85,7 @@ class Server:
     ) -> None:
         self.paths = paths
         self.config = config or EngineConfig()
+        self.config.check("server")  # the rules every mode refuses settings by
         self.idle_timeout = idle_timeout
         self.warm = warm
         self.started = time.time()
