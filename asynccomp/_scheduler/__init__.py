@@ -3,7 +3,7 @@ re-exported by :mod:`asynccomp.engine`).
 
 An engine is a front over a runner (:mod:`asynccomp.runner`):
 
-- :mod:`._engine`: settings and public calls; :mod:`._lifecycle`: its life
+- :mod:`._engine`: arguments and public calls (:mod:`._view`: what it says of itself); :mod:`._lifecycle`: its life
   (:class:`EngineState`: starting, closing, the calls under way); :mod:`._completed`:
   ``as_completed``'s block; :mod:`._assembly`: putting the parts together as the engine
   starts (and taking them apart if that fails).

@@ -1,16 +1,16 @@
-"""The engine: its settings, its life (:class:`EngineState`) and its public calls.
+"""The engine: its settings and its public calls.
 
 Users meet it as :class:`asynccomp.Engine`; :mod:`asynccomp.engine` shows it at work.
-What it is made of is put together in :mod:`._assembly`; what a call does, in
-:mod:`._front`.
+What it says of itself is :mod:`._view`'s; its life (:class:`EngineState`) is
+:mod:`._lifecycle`'s; what it is made of is put together in :mod:`._assembly`; what a
+call does, in :mod:`._front`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
-from pathlib import Path
+from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -20,7 +20,7 @@ import anyio.lowlevel
 
 from ..config import EngineConfig, NvrtcModeSetting
 from ..cost import CostModel
-from ..errors import EngineClosed, InvalidJob
+from ..errors import InvalidJob
 from ..job import CompileJob
 from ..result import CompileResult
 from ..statistics import EngineStatistics
@@ -29,11 +29,12 @@ from ._assembly import assemble
 from ._batch import Batch
 from ._completed import CompletedResults
 from ._lifecycle import EngineState, Lifecycle
+from ._view import EngineView, NvrtcMode
 from .local import check_arch, default_backends, local_workers, remote_cache
 
 if TYPE_CHECKING:
     from ..backends import CompilerBackend
-    from ..cache import RemoteCache, ResultCache
+    from ..cache import RemoteCache
     from ..ray import RayExecutor
 
 __all__ = ("Engine", "EngineState")
@@ -41,12 +42,11 @@ __all__ = ("Engine", "EngineState")
 logger = logging.getLogger("asynccomp")
 
 T = TypeVar("T")
-NvrtcMode = Literal["threads", "processes"]
 _Engine = TypeVar("_Engine", bound="Engine")
 _DEFAULT = EngineConfig()  # where every default is written, once
 
 
-class Engine:
+class Engine(EngineView):
     """Compiles :class:`~asynccomp.CompileJob` s concurrently. Use as ``async with``.
 
     Args:
@@ -177,68 +177,6 @@ class Engine:
         self.cost_model = CostModel() if config.cost_model is None else config.cost_model
         self._life = Lifecycle()
 
-    # -- settings ----------------------------------------------------------------------------
-
-    @property
-    def arch(self) -> str | None:
-        return self.config.arch
-
-    @property
-    def tvm_fast_path(self) -> bool:
-        return self.config.tvm_fast_path
-
-    @property
-    def dump_dir(self) -> Path | None:
-        return None if self.config.dump_dir is None else Path(self.config.dump_dir)
-
-    @property
-    def split_compile(self) -> int:
-        return self.config.split_compile
-
-    @property
-    def server(self) -> str | None:
-        """``"auto"``, the socket of the server, or ``None`` (in process)."""
-        return None if self.config.server is None else str(self.config.server)
-
-    @property
-    def executor(self) -> RayExecutor | None:
-        return self.config.executor
-
-    @property
-    def nvrtc_mode(self) -> NvrtcMode:
-        """How local NVRTC compiles run (on a compile server: the server's business)."""
-        return self._nvrtc_mode
-
-    @property
-    def slots(self) -> Mapping[str, int]:
-        """How many compiles of each backend run at once where this engine's jobs go:
-        its local workers, its Ray actors, or (once started) its compile server's."""
-        if self._life.parts is not None:
-            return self._life.parts.runner.slots()
-        return dict(self._local_workers)
-
-    @property
-    def nvrtc_workers(self) -> int:
-        return self.slots.get("nvrtc", 0)
-
-    @property
-    def nvcc_workers(self) -> int:
-        return self.slots.get("nvcc", 0)
-
-    @property
-    def on_cluster(self) -> bool:
-        """Whether the jobs compile on the executor's cluster (known once started;
-        ``False`` with local workers, also after a fallback)."""
-        return self._life.parts is not None and self._life.parts.on_cluster
-
-    @property
-    def where(self) -> str:
-        """Where the compiles run: ``"in process"``, ``"on the compile server (pid
-        N)"`` or ``"on Ray at ADDRESS"`` (known once started)."""
-        if self._life.parts is None:
-            return "on the compile server" if self.server is not None else "in process"
-        return self._life.parts.runner.where
-
     # -- lifecycle ---------------------------------------------------------------------------
 
     @property
@@ -272,27 +210,6 @@ class Engine:
         """The backends by name, made as the engine starts (a subclass may return its
         own: the scheduler's lifecycle tests use a backend that compiles nothing)."""
         return default_backends(toolkit, self._nvrtc_mode, self._local_workers, self.arch)
-
-    @property
-    def cache(self) -> ResultCache | None:
-        """The engine's result cache (``None`` when caching is off, and on a compile
-        server, whose cache is the server's)."""
-        return None if self._life.parts is None else self._life.parts.cache
-
-    @property
-    def toolkit(self) -> Toolkit:
-        """The toolkit this engine compiles with (on a compile server: the server's, as
-        it says in its welcome). Known once the engine has started."""
-        if self._life.parts is not None:
-            return self._life.parts.toolkit
-        if self.config.toolkit is not None:
-            return self.config.toolkit
-        raise EngineClosed("the toolkit is looked up when the engine starts")
-
-    @property
-    def compiler_versions(self) -> dict[str, str | None]:
-        """The versions of the compilers this engine uses (NVRTC, nvcc), for reports."""
-        return self.toolkit.compiler_versions
 
     def statistics(self) -> EngineStatistics:
         """An immutable snapshot of the counters (and of what is queued and running
