@@ -3,10 +3,10 @@ re-exported by :mod:`asynccomp.engine`).
 
 An engine is a front over a runner (:mod:`asynccomp.runner`):
 
-- :mod:`._engine`: arguments and public calls (:mod:`._view`: what it says of itself); :mod:`._lifecycle`: its life
-  (:class:`EngineState`: starting, closing, the calls under way); :mod:`._completed`:
-  ``as_completed``'s block; :mod:`._assembly`: putting the parts together as the engine
-  starts (and taking them apart if that fails).
+- :mod:`._engine`: arguments and public calls (:mod:`._view`: what it says of
+  itself); :mod:`._lifecycle`: its life (:class:`EngineState`: starting, closing, the
+  calls under way); :mod:`._completed`: ``as_completed``'s block; :mod:`._assembly`:
+  putting the parts together as the engine starts (and taking them apart if that fails).
 - :mod:`._front`: what every call does, whatever runs the compiles: plan
   (:mod:`._plan`), hand the rendered jobs to the runner, build the results
   (:mod:`._results`), write the dumps (:mod:`._dumps`), count (:mod:`._tally`).
