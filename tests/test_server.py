@@ -253,6 +253,33 @@ async def test_a_server_killed_while_a_batch_is_sent_ends_every_job(
     assert (stats.completed, stats.running, stats.queued) == (200, 0, 0)
 
 
+async def test_a_prefetch_through_the_server_gets_done_messages_not_outputs(
+    server_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prefetched results go to the server's cache; nobody reads them here, so what
+    comes back per job is a Done (its status), never an Output with log and binary."""
+    from asynccomp.server import _client
+    from asynccomp.server._protocol import parse
+
+    seen: list[str] = []
+
+    def counted(message: Any) -> Any:
+        answer = parse(message)
+        seen.append(type(answer).__name__)
+        return answer
+
+    monkeypatch.setattr(_client, "parse", counted)
+    jobs = [CompileJob(scale_kernel(float(i) + 0.25), name=f"p{i}") for i in range(3)]
+    with running_server(server_dir) as (_, paths):
+        async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
+            engine.prefetch(jobs)
+            await wait_until(lambda: engine.statistics().completed == 3)
+            prefetched = list(seen)
+            again = await engine.compile(jobs[0])
+    assert prefetched.count("Done") == 3 and "Output" not in prefetched, prefetched
+    assert again.ok and again.cached and seen.count("Output") == 1
+
+
 def test_idle_shutdown(server_dir: Path) -> None:
     with running_server(server_dir, "--idle-timeout", "1") as (process, paths):
         with SyncEngine(arch=ARCH, server=str(paths.socket)) as engine:
