@@ -463,6 +463,42 @@ async def test_a_setting_the_server_overrides_is_one_warning_naming_its_value(
                 assert (await engine.compile(CompileJob(scale_kernel(2.5)))).ok
 
 
+async def test_a_remote_cache_the_server_overrides_is_one_warning_naming_its_value(
+    server_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$ASYNCCOMP_REMOTE_CACHE names another remote tier than the running server's (or
+    one where the server has none): one warning naming the server's; the same one:
+    nothing. Nothing connects to either (the stores are made, not used)."""
+    monkeypatch.setenv("ASYNCCOMP_REMOTE_CACHE_KEY", "the tests' team key, 0123456789abcdef")
+    from asynccomp.cache import remote_cache_from_url
+
+    theirs, mine = "redis://127.0.0.1:1/0", "redis://127.0.0.1:2/0"
+    named = {url: remote_cache_from_url(url).name for url in (theirs, mine)}
+    job = CompileJob(scale_kernel(5.75))
+    with running_server(server_dir) as (process, paths):  # no remote tier
+        monkeypatch.setenv("ASYNCCOMP_REMOTE_CACHE", mine)
+        with pytest.warns(AsyncCompWarning) as caught:
+            async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
+                assert (await engine.compile(job)).ok
+        said = [str(w.message) for w in caught]
+        assert said == [
+            f"$ASYNCCOMP_REMOTE_CACHE names {named[mine]} here, but the compile server (pid "
+            f"{process.pid}) uses no remote cache: its setting is used"
+        ]
+    monkeypatch.setenv("ASYNCCOMP_REMOTE_CACHE", theirs)
+    with running_server(server_dir) as (process, paths):  # started with `theirs`
+        monkeypatch.setenv("ASYNCCOMP_REMOTE_CACHE", mine)
+        with pytest.warns(AsyncCompWarning) as caught:
+            async with Engine(arch=ARCH, server=str(paths.socket)):
+                pass
+        assert len(caught) == 1 and f"uses {named[theirs]}: its setting" in str(caught[0].message)
+        monkeypatch.setenv("ASYNCCOMP_REMOTE_CACHE", theirs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the same tier: nothing to say
+            async with Engine(arch=ARCH, server=str(paths.socket)):
+                pass
+
+
 # -- what the command line says ---------------------------------------------------------------
 
 
@@ -500,6 +536,38 @@ def test_the_command_line_says_where_jobs_ran_and_counts_the_servers_hits(
         facts = json.loads(doctor.stdout)["server"]
         assert facts["running"] and facts["settings"]["cache_dir"] == str(cache.resolve())
         assert "slots" in facts["settings"]
+
+
+def test_compile_j_with_a_server_running_compiles_there_and_says_what_it_runs(
+    server_dir: Path, tmp_path: Path
+) -> None:
+    """-j N with a compile server running: the jobs go to the server (its workers are
+    warm), and one warning names how many it runs; -j equal to that says nothing, and
+    --no-server -j N compiles in this process with N."""
+    env = {"ASYNCCOMP_SERVER_DIR": str(server_dir)}
+    kernel = tmp_path / "k.cu"
+    kernel.write_text(scale_kernel(6.25))
+    cache = tmp_path / "cache"
+    with running_server(server_dir, "--cache-dir", str(cache)) as (process, paths):
+        runs = server_api.status(paths.socket)["settings"]["slots"]["nvrtc"]
+        for flags in (["-j", str(runs + 1)], ["--server", "-j", str(runs + 1)]):
+            done = asynccomp("compile", str(kernel), "--arch", ARCH, *flags, cache=cache, env=env)
+            assert done.returncode == 0, done.stderr
+            assert f"on the compile server (pid {process.pid})" in done.stdout
+            assert done.stderr.splitlines() == [
+                f"asynccomp: warning: the compile server (pid {process.pid}) runs {runs} "
+                f"NVRTC workers; -j {runs + 1} ignored (use --no-server to compile in this "
+                f"process with -j {runs + 1})"
+            ]
+        same = asynccomp(
+            "compile", str(kernel), "--arch", ARCH, "-j", str(runs), cache=cache, env=env
+        )
+        assert same.returncode == 0 and same.stderr == "", same.stderr
+        here = asynccomp(
+            "compile", str(kernel), "--arch", ARCH, "--no-server", "-j", "1", cache=cache, env=env
+        )
+        assert here.returncode == 0 and here.stderr == "", here.stderr
+        assert "in process" in here.stdout
 
 
 async def test_running_and_statistics_on_a_server_engine(server_dir: Path) -> None:

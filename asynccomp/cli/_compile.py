@@ -40,7 +40,9 @@ Relative -I folders are made absolute (nvcc runs in a folder of its own).
 
 When this user's compile server runs (`asynccomp serve`), the jobs go there: its
 workers are warm and its cache is shared with every other process. --server starts
-it if needed; --no-server, -j, --cache-dir and --no-cache compile in this process.
+it if needed; --no-server, --cache-dir and --no-cache compile in this process. -j N
+with a server running compiles there, with the server's workers (a warning says how
+many): --no-server -j N compiles in this process with N.
 --ray ADDRESS compiles on a Ray cluster's actors (asynccomp.ray), this process keeping
 the cache, dumps and results.
 
@@ -226,14 +228,17 @@ def run(args: argparse.Namespace) -> int:
 
 def _engine(args: argparse.Namespace) -> Engine:
     """On the running compile server (warm, shared with other processes) when there is
-    one and the run asks nothing of its own of the engine; else in this process."""
+    one and the run asks no cache or executor of its own; else in this process.
+
+    ``-j`` does not keep a run off a running server: its workers are there and warm (a
+    run in process would start and warm its own), so the run compiles there and is told
+    once what the server runs instead (:func:`._compile_run.ignored_jobs`); ``--no-server`` takes
+    ``-j`` at its word."""
     executor = ray_executor(args)
-    own = (
-        args.jobs is not None or args.cache_dir is not None or args.no_cache or executor is not None
-    )
+    own = args.cache_dir is not None or args.no_cache or executor is not None
     if args.server and own:
         raise ValueError(
-            "--server compiles with the server's settings: drop -j, --cache-dir, --no-cache, "
+            "--server compiles with the server's settings: drop --cache-dir, --no-cache, "
             "--ray (or start the server with asynccomp serve --ray)"
         )
     server = "auto" if args.server else None

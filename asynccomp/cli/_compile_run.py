@@ -12,6 +12,7 @@ import signal
 import sys
 import termios
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
@@ -19,12 +20,13 @@ from typing import TextIO
 import anyio
 
 from ..engine import Engine
+from ..errors import AsyncCompWarning
 from ..job import CompileJob
 from ..result import CompileResult
 from ._progress import Display, Estimates, JobLines, ProgressBar
 from ._report import failures, records, summary
 
-__all__ = ("CompileRun", "quiet_ctrl_c")
+__all__ = ("CompileRun", "ignored_jobs", "quiet_ctrl_c")
 
 
 class CompileRun:
@@ -56,6 +58,9 @@ class CompileRun:
         verbosity = -1 if args.quiet else (1 if args.verbose else 0)
         started = time.monotonic()
         async with engine:
+            ignored = ignored_jobs(args, engine)
+            if ignored is not None:
+                warnings.warn(ignored, AsyncCompWarning, stacklevel=1)
             workers = engine.nvrtc_workers if args.backend == "nvrtc" else engine.nvcc_workers
             estimates = Estimates({job: engine.estimate(job) for job in jobs}, workers)
             kind: type[Display] = ProgressBar if self.out.isatty() and not args.quiet else JobLines
@@ -149,3 +154,19 @@ async def _tick(display: Display) -> None:
     while True:
         await anyio.sleep(0.25)
         display.tick()
+
+
+def ignored_jobs(args: argparse.Namespace, engine: Engine) -> str | None:
+    """What to tell a run whose ``-j N`` a compile server overrides (once started), if
+    the server runs another number of compiles at once for the run's backend."""
+    if args.jobs is None or engine.server is None:
+        return None
+    runs = engine.nvrtc_workers if args.backend == "nvrtc" else engine.nvcc_workers
+    if runs == args.jobs:
+        return None
+    what = "NVRTC workers" if args.backend == "nvrtc" else "nvcc slots"
+    return (
+        f"the compile server ({engine.where.removeprefix('on the compile server (')} runs "
+        f"{runs} {what}; -j {args.jobs} ignored (use --no-server to compile in this process "
+        f"with -j {args.jobs})"
+    )
