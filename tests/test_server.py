@@ -280,6 +280,51 @@ async def test_a_prefetch_through_the_server_gets_done_messages_not_outputs(
     assert again.ok and again.cached and seen.count("Output") == 1
 
 
+async def test_a_call_cancelled_between_the_frames_of_a_message_costs_no_other_call(
+    server_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call cancelled while its 10 MB job is on its way (three frames): the message
+    still goes out whole, so the connection stays whole and another call on it ends
+    well (half a message, then the next one, was a protocol error that cost the
+    server's every call on the connection: ServerLost)."""
+    from asynccomp.server import _connect
+    from asynccomp.server._wire import encode as encode_
+
+    cancelling: list[anyio.CancelScope] = []
+
+    class CancelsAfterTheFirst(list[bytes]):
+        def __iter__(self) -> Iterator[bytes]:
+            for i, frame in enumerate(list.__iter__(self)):
+                if i == 1 and cancelling:
+                    cancelling.pop().cancel()  # between the first frame and the second
+                yield frame
+
+    def encode(fields: Any, blobs: Any = ()) -> list[bytes]:
+        frames = encode_(fields, blobs)
+        return CancelsAfterTheFirst(frames) if len(frames) > 1 else frames
+
+    monkeypatch.setattr(_connect, "encode", encode)
+    padding = ("// " + "x" * 97 + "\n") * 100_000  # 10 MB: three frames
+    big = CompileJob(scale_kernel(9.5) + padding, name="big")
+    other = CompileJob(slow_kernel(2500), name="other")
+    with running_server(server_dir) as (_, paths):
+        async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
+            results: list[CompileResult] = []
+            async with anyio.create_task_group() as tg:
+
+                async def run_other() -> None:
+                    results.append(await engine.compile(other))
+
+                tg.start_soon(run_other)
+                await wait_until(lambda: engine.statistics().running == 1)
+                with anyio.CancelScope() as scope:
+                    cancelling.append(scope)
+                    await engine.compile(big)
+                assert scope.cancelled_caught and not cancelling
+            assert results[0].ok, results[0].error
+            assert (await engine.compile(CompileJob(scale_kernel(9.75)))).ok
+
+
 def test_idle_shutdown(server_dir: Path) -> None:
     with running_server(server_dir, "--idle-timeout", "1") as (process, paths):
         with SyncEngine(arch=ARCH, server=str(paths.socket)) as engine:

@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._version import __version__
@@ -137,10 +138,22 @@ class Connection:
         self.workers = 0
 
     async def send(self, message: Any, blobs: Sequence[bytes] = ()) -> None:
+        """Send one message, whole. A cancellation while its frames go out waits for
+        the last one (the server would take the next message's bytes for the rest of
+        this one: a stream out of step, every call on it stalled), within a bound past
+        which the connection is given up instead."""
         frames = encode(*send_form(message, blobs))
+        size = sum(len(frame) for frame in frames)
         async with self.send_lock:  # one message at a time: frames never interleave
-            for frame in frames:
-                await self.stream.send(frame)
+            with anyio.CancelScope(shield=True):
+                # At least 1 MiB/s: a server that reads slower than that is stuck.
+                with anyio.move_on_after(ANSWER_TIMEOUT + size / 2**20) as bound:
+                    for frame in frames:
+                        await self.stream.send(frame)
+                if bound.cancelled_caught:
+                    await self.stream.aclose()
+                    raise anyio.BrokenResourceError("the compile server stopped reading")
+        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
 
     async def ask(self, message: Any) -> Any:
         """Send a request and wait for its answer (by id)."""
