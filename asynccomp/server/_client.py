@@ -10,7 +10,8 @@ client's).
 The client trusts a server only when it is this user's (``SO_PEERCRED``: a socket path
 can be anyone's) and compiles with this process's toolkit (its identity, see
 :func:`~asynccomp.server.server_identity`), whether the socket was found (``"auto"``)
-or named; the welcome says which toolkit that is, and the jobs are rendered for it.
+or named (:mod:`._connect`); the welcome says which toolkit that is, and the jobs are
+rendered for it. A call's jobs in flight are a :class:`~._pending.Pending`.
 
 If the server goes away (killed, stopped), every job still waiting ends with
 :class:`~asynccomp.ServerLost`; results already delivered stay delivered; the next call
