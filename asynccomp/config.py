@@ -13,8 +13,19 @@ fall in two groups, and that is what decides who may set them:
   falls back to local workers.
 
 A setting given to a mode that does not use it is refused with
-:class:`~asynccomp.InvalidJob` naming it (never silently ignored), the same way in
-every mode (:meth:`EngineConfig.refuse`).
+:class:`~asynccomp.InvalidJob` naming it (never silently ignored), by one set of rules
+for every mode (:meth:`EngineConfig.check`): an engine in process, on a compile server,
+on a Ray cluster, and the compile server itself, which takes no job settings (they are
+each client's).
+
+>>> EngineConfig(server="auto", nvrtc_workers=2).check("engine")
+Traceback (most recent call last):
+    ...
+asynccomp.errors.InvalidJob: invalid server 'auto': nvrtc_workers belong to the server: ...
+>>> EngineConfig(arch="sm_90a").check("server")
+Traceback (most recent call last):
+    ...
+asynccomp.errors.InvalidJob: invalid arch 'sm_90a': arch belong to each client: ...
 
 >>> config = EngineConfig(arch="sm_90a", nvrtc_workers=4)
 >>> sorted(config.changed())
@@ -44,14 +55,19 @@ if TYPE_CHECKING:
     from .toolkit import Toolkit
 
 __all__ = (
+    "CLIENT_SETTINGS",
     "EngineConfig",
     "JOB_SETTINGS",
     "NvrtcModeSetting",
     "RUNNER_SETTINGS",
+    "Role",
     "WORKER_SETTINGS",
 )
 
 NvrtcModeSetting = Literal["auto", "threads", "processes"]
+#: What a config is for: an engine (in process, on a server or on Ray), or a compile
+#: server (``asynccomp serve``).
+Role = Literal["engine", "server"]
 
 #: Settings that decide how jobs are planned and rendered: every mode takes them.
 JOB_SETTINGS = ("arch", "tvm_fast_path", "dump_dir", "split_compile", "cost_model")
@@ -69,6 +85,9 @@ RUNNER_SETTINGS = (
     "remote_cache",
     "executor",
 )
+#: Settings only a client has: a compile server takes none (each client's engine sets
+#: its own job settings; a server is not on a server).
+CLIENT_SETTINGS = (*JOB_SETTINGS, "server")
 
 
 def _is_path(value: object) -> bool:
@@ -178,15 +197,51 @@ class EngineConfig:
         """A copy with ``changes`` (checked again)."""
         return dataclasses.replace(self, **changes)
 
+    def check(self, role: Role) -> None:
+        """Raise :class:`~asynccomp.InvalidJob` for a setting this role does not use
+        (the one set of rules of every mode; no I/O):
+
+        - an engine on a compile server (``server``) takes no runner settings: they
+          are the server's;
+        - an engine or a server whose executor may not fall back to local workers
+          (``RayExecutor(fallback=False)``) takes no worker settings: the cluster's
+          actors are its slots;
+        - a compile server takes no client settings (:data:`CLIENT_SETTINGS`).
+        """
+        if role == "server":
+            self.refuse(
+                CLIENT_SETTINGS,
+                "each client",
+                "set them on each client's Engine (asynccomp serve takes the runner's: "
+                "-j, --cache-dir, --ray)",
+            )
+        elif self.server is not None:
+            self.refuse(
+                RUNNER_SETTINGS,
+                "server",
+                "set them on `asynccomp serve`, or leave server=None to compile in this process",
+            )
+        if self.executor is not None and not self.executor.fallback:
+            self.refuse(
+                WORKER_SETTINGS,
+                "executor",
+                "a Ray cluster's actors are the engine's slots (RayExecutor(actors=N) "
+                "sets their number; fallback=True takes local workers when it cannot be "
+                "used, with these settings)",
+            )
+
     def refuse(self, names: Iterable[str], owner: str, how: str) -> None:
         """Raise :class:`~asynccomp.InvalidJob` if any of ``names`` was changed: they
-        belong to ``owner`` in this mode (``how`` says where to set them)."""
-        given = sorted(self.changed() & set(names), key=[f.name for f in fields(self)].index)
+        belong to ``owner`` in this mode (``how`` says where to set them). The error
+        names ``owner`` when it is a setting, else the first setting given."""
+        order = [f.name for f in fields(self)]
+        given = sorted(self.changed() & set(names), key=order.index)
         if given:
+            field_ = owner if owner in order else given[0]
             raise InvalidJob(
-                owner,
-                getattr(self, owner, None),
-                f"{', '.join(given)} belong to the {owner}: {how}",
+                field_,
+                getattr(self, field_),
+                f"{', '.join(given)} belong to {'the ' if owner in order else ''}{owner}: {how}",
             )
 
 

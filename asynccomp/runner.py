@@ -18,22 +18,32 @@ happened to each compile: when it started, and how it ended (compiled, answered 
 cache, or shared with an identical compile already under way).
 
 Example: a runner that answers every request with what the request asked for, the way
-the scheduler's lifecycle tests use one::
+the scheduler's lifecycle tests use one, run on a chunk of one request:
 
-    import anyio
-    from asynccomp.backends import BackendOutput
-    from asynccomp.runner import Outcome, Runner
-
-    class Echo(Runner):
-        where = "nowhere"
-        async def run(self, requests, events, *, want=True):
-            async for chunk in requests:
-                for request in chunk:
-                    events.started(request.index)
-                    await anyio.lowlevel.checkpoint()
-                    out = BackendOutput("ok", request.prepared.source.encode(), "")
-                    events.finished(request.index, Outcome(out, "compiled", 0.0,
-                                                           request.prepared.filename))
+>>> import anyio, anyio.lowlevel
+>>> from asynccomp.backends import BackendOutput, PreparedCompile
+>>> from asynccomp.runner import CompileRequest, Outcome, Runner
+>>> class Echo(Runner):
+...     where = "nowhere"
+...     async def run(self, requests, events, *, want=True):
+...         async for chunk in requests:
+...             for request in chunk:
+...                 events.started(request.index)
+...                 await anyio.lowlevel.checkpoint()
+...                 out = BackendOutput("ok", request.prepared.source.encode(), "")
+...                 filename = request.prepared.filename
+...                 events.finished(request.index, Outcome(out, "compiled", 0.0, filename))
+>>> class Told:  # a RunEvents: what the engine's front would be told
+...     def started(self, index):
+...         print("started", index)
+...     def finished(self, index, outcome):
+...         print("finished", index, outcome.answer, outcome.output.binary)
+>>> async def chunks():
+...     prepared = PreparedCompile("nvrtc", "cubin", "sm_90a", "void k() {}", "k.cu", ())
+...     yield [CompileRequest(0, prepared)]
+>>> anyio.run(Echo().run, chunks(), Told())
+started 0
+finished 0 compiled b'void k() {}'
 """
 
 from __future__ import annotations

@@ -126,23 +126,38 @@ class SyncEngine:
         if stack is not None:
             stack.close()
 
+    def _running_portal(self) -> BlockingPortal:
+        self._check_process()
+        portal = self._portal
+        if portal is None:
+            raise EngineClosed("the SyncEngine is not running: use it inside `with SyncEngine()`")
+        return portal
+
     @overload
     def _call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T: ...
     @overload
     def _call(self, func: Callable[..., T], *args: Any) -> T: ...
     def _call(self, func: Callable[..., Any], *args: Any) -> Any:
-        self._check_process()
-        portal = self._portal
-        if portal is None:
-            raise EngineClosed("the SyncEngine is not running: use it inside `with SyncEngine()`")
+        return self._call_on(self._running_portal(), func, *args)
+
+    def _call_on(self, portal: BlockingPortal, func: Callable[..., Any], *args: Any) -> Any:
+        """One call in ``portal``'s event loop, waited for. A close in another thread
+        that stopped the portal first is ``EngineClosed``; an exception that interrupts
+        the wait (Ctrl-C: ``KeyboardInterrupt``) cancels the call in the event loop, as
+        cancelling an ``await`` would, instead of leaving it to run on unseen."""
         try:
-            return portal.call(func, *args)
+            future = portal.start_task_soon(func, *args)
         except RuntimeError as exc:
-            if isinstance(exc, EngineClosed) or self._portal is portal:
+            if self._portal is portal:
                 raise
-            # The portal stopped between the check above and the call (a close in
+            # The portal stopped between the caller's check and this call (a close in
             # another thread).
             raise EngineClosed("the SyncEngine was closed") from exc
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # a no-op once it has finished
+            raise
 
     def compile(self, job: CompileJob) -> CompileResult:
         """Compile one job and wait for it."""
@@ -161,9 +176,11 @@ class SyncEngine:
 
         Leaving the block cancels the jobs still queued or running.
         """
-        completed = self._call(self.engine.as_completed, list(jobs))
-        assert self._portal is not None
-        return SyncResults(self, self._portal, completed)
+        portal = self._running_portal()
+        completed = self._call_on(portal, self.engine.as_completed, list(jobs))
+        if self._portal is not portal:  # closed by another thread meanwhile
+            raise EngineClosed("the SyncEngine was closed")
+        return SyncResults(self, portal, completed)
 
     def prefetch(self, jobs: Iterable[CompileJob]) -> None:
         """Start compiling ``jobs`` in the background and return at once (results go to

@@ -92,6 +92,12 @@ class DoorEngine:
             tg.start_soon(self._call, "warm_up")
             tg.start_soon(self._call, "warm_up")
 
+    def slots(self) -> int:
+        """How many NVRTC compiles run at once where the jobs go (local workers, a
+        server's, a cluster's actors)."""
+        engine = self.engine.engine if isinstance(self.engine, SyncEngine) else self.engine
+        return engine.nvrtc_workers
+
     async def statistics(self) -> EngineStatistics:
         stats: EngineStatistics = await self._call("statistics")
         return stats

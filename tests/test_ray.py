@@ -366,6 +366,7 @@ def test_compile_on_the_cluster_from_the_command_line(cluster: RayCluster, tmp_p
         cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert f"on Ray at {cluster.address}" in done.stdout, done.stdout  # its summary says
     assert (tmp_path / "bin" / "a.cubin").stat().st_size > 0
     assert (tmp_path / "bin" / "b.cubin").stat().st_size > 0
 

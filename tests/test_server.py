@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
@@ -211,6 +212,119 @@ async def test_a_server_killed_mid_batch_ends_each_job_typed_and_the_next_call_g
     assert server_pid(paths) is not None
 
 
+@pytest.mark.parametrize("call", ["compile_many", "as_completed"])
+async def test_a_server_killed_while_a_batch_is_sent_ends_every_job(
+    call: str, server_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server dies after the first of a batch's four chunks went out: sending the
+    second fails, and the jobs of the chunks never sent end ServerLost too (once, a
+    compile_many of 200 raised a bare AssertionError and as_completed gave 128)."""
+    from asynccomp.server import _connect
+    from asynccomp.server._protocol import Jobs
+
+    jobs = [CompileJob(scale_kernel(float(i)) + f"// {call}\n", name=f"j{i}") for i in range(200)]
+    with running_server(server_dir) as (process, paths):
+        original = _connect.Connection.send
+        chunks: list[int] = []
+
+        async def send(self: _connect.Connection, message: object, blobs: Any = ()) -> None:
+            if isinstance(message, Jobs):
+                chunks.append(len(message.jobs))
+                if len(chunks) == 2:
+                    # Blocking, on purpose: the client's reader cannot see the server go
+                    # before this send does.
+                    process.kill()
+                    process.wait()
+            await original(self, message, blobs)
+
+        monkeypatch.setattr(_connect.Connection, "send", send)
+        async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
+            with anyio.fail_after(120):
+                if call == "compile_many":
+                    results = await engine.compile_many(jobs)
+                else:
+                    async with engine.as_completed(jobs) as completed:
+                        results = [r async for r in completed]
+            stats = engine.statistics()
+    assert chunks[:2] == [64, 64]
+    assert sorted(r.job.name for r in results) == sorted(j.name for j in jobs)
+    lost = [r for r in results if isinstance(r.error, ServerLost)]
+    assert all(r.ok for r in results if r.error is None) and len(lost) >= 200 - 64
+    assert (stats.completed, stats.running, stats.queued) == (200, 0, 0)
+
+
+async def test_a_prefetch_through_the_server_gets_done_messages_not_outputs(
+    server_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prefetched results go to the server's cache; nobody reads them here, so what
+    comes back per job is a Done (its status), never an Output with log and binary."""
+    from asynccomp.server import _client
+    from asynccomp.server._protocol import parse
+
+    seen: list[str] = []
+
+    def counted(message: Any) -> Any:
+        answer = parse(message)
+        seen.append(type(answer).__name__)
+        return answer
+
+    monkeypatch.setattr(_client, "parse", counted)
+    jobs = [CompileJob(scale_kernel(float(i) + 0.25), name=f"p{i}") for i in range(3)]
+    with running_server(server_dir) as (_, paths):
+        async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
+            engine.prefetch(jobs)
+            await wait_until(lambda: engine.statistics().completed == 3)
+            prefetched = list(seen)
+            again = await engine.compile(jobs[0])
+    assert prefetched.count("Done") == 3 and "Output" not in prefetched, prefetched
+    assert again.ok and again.cached and seen.count("Output") == 1
+
+
+async def test_a_call_cancelled_between_the_frames_of_a_message_costs_no_other_call(
+    server_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call cancelled while its 10 MB job is on its way (three frames): the message
+    still goes out whole, so the connection stays whole and another call on it ends
+    well (half a message, then the next one, was a protocol error that cost the
+    server's every call on the connection: ServerLost)."""
+    from asynccomp.server import _connect
+    from asynccomp.server._wire import encode as encode_
+
+    cancelling: list[anyio.CancelScope] = []
+
+    class CancelsAfterTheFirst(list[bytes]):
+        def __iter__(self) -> Iterator[bytes]:
+            for i, frame in enumerate(list.__iter__(self)):
+                if i == 1 and cancelling:
+                    cancelling.pop().cancel()  # between the first frame and the second
+                yield frame
+
+    def encode(fields: Any, blobs: Any = ()) -> list[bytes]:
+        frames = encode_(fields, blobs)
+        return CancelsAfterTheFirst(frames) if len(frames) > 1 else frames
+
+    monkeypatch.setattr(_connect, "encode", encode)
+    padding = ("// " + "x" * 97 + "\n") * 100_000  # 10 MB: three frames
+    big = CompileJob(scale_kernel(9.5) + padding, name="big")
+    other = CompileJob(slow_kernel(2500), name="other")
+    with running_server(server_dir) as (_, paths):
+        async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
+            results: list[CompileResult] = []
+            async with anyio.create_task_group() as tg:
+
+                async def run_other() -> None:
+                    results.append(await engine.compile(other))
+
+                tg.start_soon(run_other)
+                await wait_until(lambda: engine.statistics().running == 1)
+                with anyio.CancelScope() as scope:
+                    cancelling.append(scope)
+                    await engine.compile(big)
+                assert scope.cancelled_caught and not cancelling
+            assert results[0].ok, results[0].error
+            assert (await engine.compile(CompileJob(scale_kernel(9.75)))).ok
+
+
 def test_idle_shutdown(server_dir: Path) -> None:
     with running_server(server_dir, "--idle-timeout", "1") as (process, paths):
         with SyncEngine(arch=ARCH, server=str(paths.socket)) as engine:
@@ -296,9 +410,9 @@ async def test_a_version_mismatch_names_both_versions(
     server_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with running_server(server_dir) as (_, paths):
-        from asynccomp.server import _client
+        from asynccomp.server import _connect
 
-        monkeypatch.setattr(_client, "__version__", "9.9.9")
+        monkeypatch.setattr(_connect, "__version__", "9.9.9")
         with pytest.raises(
             ServerError, match=r"server is asynccomp 0\.1\.0.*client is asynccomp 9\.9\.9"
         ):

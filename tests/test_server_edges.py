@@ -22,16 +22,22 @@ from pathlib import Path
 import anyio
 import psutil
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from asynccomp import (
     AsyncCompWarning,
     CompileJob,
     Engine,
+    InvalidJob,
     ServerError,
     ServerLost,
     SyncEngine,
 )
-from asynccomp.server import server_paths
+from asynccomp import server as server_api
+from asynccomp._version import __version__
+from asynccomp.server import Server, server_paths
+from asynccomp.server._protocol import PROTOCOL, Hello, Welcome, parse, send_form
+from asynccomp.server._wire import encode, read_message
 
 from .kernels import ARCH, needs_nvcc, scale_kernel, slow_kernel
 from .processes import wait_until
@@ -100,6 +106,82 @@ def test_relative_includes_are_the_clients_files_wherever_it_compiles(
     assert local.ok and remote.ok, (local.error, remote.error)
     assert constant(local.binary) and constant(remote.binary)
     assert local.command == remote.command and f"-I{client}" in local.command
+
+
+VALUE_KERNEL = 'extern "C" __global__ void k(int* x) { x[threadIdx.x] = VALUE; }\n'
+
+#: Forms of the path options other than -I, each (backend, options, whether the source
+#: includes <v.h>): pre-included headers (both compilers), system include folders (nvcc
+#: only: NVRTC has none), nvcc's comma lists.
+PATH_FORMS = [
+    ("nvrtc", ["-include", "pre.h"], False),
+    ("nvrtc", ["--pre-include=pre.h"], False),
+    ("nvrtc", ["-include=pre.h"], False),
+    ("nvrtc", ["--pre-include", "pre.h"], False),
+    ("nvcc", ["-include", "pre.h"], False),
+    ("nvcc", ["--pre-include=pre.h"], False),
+    ("nvcc", ["-isystem", "sys"], True),
+    ("nvcc", ["--system-include=sys"], True),
+    ("nvcc", ["-I", "nowhere,sys"], True),
+]
+
+
+@pytest.mark.parametrize(
+    ("backend", "options", "includes"),
+    [
+        pytest.param(*form, id=" ".join([form[0], *form[1]]), marks=needs_nvcc)
+        if form[0] == "nvcc"
+        else pytest.param(*form, id=" ".join([form[0], *form[1]]))
+        for form in PATH_FORMS
+    ],
+)
+def test_relative_pre_includes_and_system_folders_are_the_clients(
+    backend: str,
+    options: list[str],
+    includes: bool,
+    server_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A relative -include / --pre-include header and -isystem folder mean the
+    caller's folder, as -I does: in an NVRTC worker process, in nvcc's work folder and
+    on a server started elsewhere (they were read from the compiler's own folder)."""
+    client, elsewhere = tmp_path / "client", tmp_path / "elsewhere"
+    for folder, value in ((client, 102), (elsewhere, 708)):
+        (folder / "sys").mkdir(parents=True)
+        (folder / "pre.h").write_text(f"#define VALUE {value}\n")
+        (folder / "sys" / "v.h").write_text(f"#define VALUE {value}\n")
+    source = ("#include <v.h>\n" if includes else "") + VALUE_KERNEL
+    job = CompileJob(
+        source,
+        name="paths",
+        backend="nvcc" if backend == "nvcc" else "nvrtc",
+        output="ptx",
+        options=options,
+    )
+    monkeypatch.chdir(elsewhere)
+    with running_server(server_dir) as (_, paths):
+        monkeypatch.chdir(client)
+        with SyncEngine(arch=ARCH, nvrtc_workers=2, nvrtc_mode="processes", cache=False) as here:
+            local = here.compile(job)
+        with SyncEngine(arch=ARCH, server=str(paths.socket)) as there:
+            remote = there.compile(job)
+    for result in (local, remote):
+        assert result.ok, result.error
+        assert result.binary is not None and b"102" in result.binary
+        assert b"708" not in result.binary
+    assert local.command == remote.command and str(client) in " ".join(local.command)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--options-file", "opts.txt"], ["--options-file=opts.txt"], ["-optf", "/abs/opts.txt"]],
+)
+def test_an_options_file_is_refused_naming_the_option(options: list[str]) -> None:
+    with pytest.raises(InvalidJob, match=r"invalid options .*optf|invalid options .*options-file"):
+        CompileJob(scale_kernel(), backend="nvcc", options=options)
+    with pytest.raises(InvalidJob, match=r"put its options in CompileJob\.options"):
+        CompileJob(scale_kernel(), options=options)
 
 
 # -- trust ------------------------------------------------------------------------------------
@@ -296,6 +378,74 @@ def test_a_client_at_the_idle_deadline_starts_a_new_server(server_dir: Path) -> 
     assert accepted.is_set() and server_pid(paths) is not None
 
 
+class _IdleWhenTold(Server):
+    """A real server (its socket, sessions, scheduler and NVRTC workers) whose idle
+    check runs only when the test calls ``retire_if_idle()``."""
+
+    async def _idle_check_due(self) -> None:
+        await anyio.sleep_forever()
+
+
+async def test_a_client_connecting_at_the_idle_deadline_is_served_or_starts_a_new_one(
+    server_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past its idle deadline, a server with a client still saying hello is not idle:
+    the client is welcomed and compiles there. Once it is idle, retiring is one step
+    with the check: the socket is gone at once, and the next client starts a new
+    server (a client welcomed by a server that then stopped lost its first job)."""
+    monkeypatch.chdir(tmp_path)  # the server moves into its empty folder; undone after
+    paths = server_paths(server_dir)
+    server = _IdleWhenTold(paths, idle_timeout=1e-9)  # idle as soon as no client is there
+    async with anyio.create_task_group() as tg:
+        await tg.start(server.serve)
+        hello = await anyio.connect_unix(paths.socket)
+        await wait_until(lambda: server.status()["clients"] == 1)  # connected, no hello yet
+        assert not server.retire_if_idle()
+        frames = encode(*send_form(Hello(PROTOCOL, __version__, os.getpid())))
+        for frame in frames:
+            await hello.send(frame)
+        welcome = await read_message(BufferedByteReceiveStream(hello))
+        assert welcome is not None and isinstance(parse(welcome), Welcome)
+        await hello.aclose()
+        async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
+            assert (await engine.compile(CompileJob(scale_kernel(4.5)))).ok
+            assert engine.where == f"on the compile server (pid {os.getpid()})"
+        await wait_until(lambda: server.status()["clients"] == 0)
+        assert server.retire_if_idle()
+        assert not paths.socket.exists() and not server.accepting()
+    # Served out: the next client finds no socket and starts a server of its own.
+    async with Engine(arch=ARCH, server="auto") as engine:
+        assert (await engine.compile(CompileJob(scale_kernel(4.25)))).ok
+        assert engine.where.startswith("on the compile server (pid")
+        assert engine.where != f"on the compile server (pid {os.getpid()})"
+
+
+def test_a_spawn_lock_that_cannot_be_opened_is_a_server_error_saying_what_to_fix(
+    server_dir: Path,
+) -> None:
+    paths = server_paths(server_dir)
+    paths.spawn.mkdir()  # not a file: it cannot be the lock
+    with pytest.raises(
+        ServerError, match=r"cannot open .*\.spawn.*(remove what is there|ASYNCCOMP_SERVER_DIR)"
+    ):
+        SyncEngine(arch=ARCH, server="auto").start()
+
+
+def test_serve_starts_no_worker_until_a_job_needs_one_and_warm_starts_them_all(
+    server_dir: Path,
+) -> None:
+    with running_server(server_dir) as (_, paths):
+        status = server_api.status(paths.socket)
+        assert (status["workers"], status["warm"]) == (0, False)
+    with running_server(server_dir, "--warm") as (_, paths):
+        deadline = time.monotonic() + 120
+        while not (status := server_api.status(paths.socket))["warm"]:
+            assert time.monotonic() < deadline, status
+            time.sleep(0.05)
+        assert status["workers"] == status["settings"]["slots"]["nvrtc"] >= 1
+        assert status["compiled"] == 0  # warming is no client's compile
+
+
 async def test_a_setting_the_server_overrides_is_one_warning_naming_its_value(
     server_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -311,6 +461,42 @@ async def test_a_setting_the_server_overrides_is_one_warning_naming_its_value(
             warnings.simplefilter("error")  # the same folder: nothing to say
             async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
                 assert (await engine.compile(CompileJob(scale_kernel(2.5)))).ok
+
+
+async def test_a_remote_cache_the_server_overrides_is_one_warning_naming_its_value(
+    server_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$ASYNCCOMP_REMOTE_CACHE names another remote tier than the running server's (or
+    one where the server has none): one warning naming the server's; the same one:
+    nothing. Nothing connects to either (the stores are made, not used)."""
+    monkeypatch.setenv("ASYNCCOMP_REMOTE_CACHE_KEY", "the tests' team key, 0123456789abcdef")
+    from asynccomp.cache import remote_cache_from_url
+
+    theirs, mine = "redis://127.0.0.1:1/0", "redis://127.0.0.1:2/0"
+    named = {url: remote_cache_from_url(url).name for url in (theirs, mine)}
+    job = CompileJob(scale_kernel(5.75))
+    with running_server(server_dir) as (process, paths):  # no remote tier
+        monkeypatch.setenv("ASYNCCOMP_REMOTE_CACHE", mine)
+        with pytest.warns(AsyncCompWarning) as caught:
+            async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
+                assert (await engine.compile(job)).ok
+        said = [str(w.message) for w in caught]
+        assert said == [
+            f"$ASYNCCOMP_REMOTE_CACHE names {named[mine]} here, but the compile server (pid "
+            f"{process.pid}) uses no remote cache: its setting is used"
+        ]
+    monkeypatch.setenv("ASYNCCOMP_REMOTE_CACHE", theirs)
+    with running_server(server_dir) as (process, paths):  # started with `theirs`
+        monkeypatch.setenv("ASYNCCOMP_REMOTE_CACHE", mine)
+        with pytest.warns(AsyncCompWarning) as caught:
+            async with Engine(arch=ARCH, server=str(paths.socket)):
+                pass
+        assert len(caught) == 1 and f"uses {named[theirs]}: its setting" in str(caught[0].message)
+        monkeypatch.setenv("ASYNCCOMP_REMOTE_CACHE", theirs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the same tier: nothing to say
+            async with Engine(arch=ARCH, server=str(paths.socket)):
+                pass
 
 
 # -- what the command line says ---------------------------------------------------------------
@@ -350,6 +536,38 @@ def test_the_command_line_says_where_jobs_ran_and_counts_the_servers_hits(
         facts = json.loads(doctor.stdout)["server"]
         assert facts["running"] and facts["settings"]["cache_dir"] == str(cache.resolve())
         assert "slots" in facts["settings"]
+
+
+def test_compile_j_with_a_server_running_compiles_there_and_says_what_it_runs(
+    server_dir: Path, tmp_path: Path
+) -> None:
+    """-j N with a compile server running: the jobs go to the server (its workers are
+    warm), and one warning names how many it runs; -j equal to that says nothing, and
+    --no-server -j N compiles in this process with N."""
+    env = {"ASYNCCOMP_SERVER_DIR": str(server_dir)}
+    kernel = tmp_path / "k.cu"
+    kernel.write_text(scale_kernel(6.25))
+    cache = tmp_path / "cache"
+    with running_server(server_dir, "--cache-dir", str(cache)) as (process, paths):
+        runs = server_api.status(paths.socket)["settings"]["slots"]["nvrtc"]
+        for flags in (["-j", str(runs + 1)], ["--server", "-j", str(runs + 1)]):
+            done = asynccomp("compile", str(kernel), "--arch", ARCH, *flags, cache=cache, env=env)
+            assert done.returncode == 0, done.stderr
+            assert f"on the compile server (pid {process.pid})" in done.stdout
+            assert done.stderr.splitlines() == [
+                f"asynccomp: warning: the compile server (pid {process.pid}) runs {runs} "
+                f"NVRTC workers; -j {runs + 1} ignored (use --no-server to compile in this "
+                f"process with -j {runs + 1})"
+            ]
+        same = asynccomp(
+            "compile", str(kernel), "--arch", ARCH, "-j", str(runs), cache=cache, env=env
+        )
+        assert same.returncode == 0 and same.stderr == "", same.stderr
+        here = asynccomp(
+            "compile", str(kernel), "--arch", ARCH, "--no-server", "-j", "1", cache=cache, env=env
+        )
+        assert here.returncode == 0 and here.stderr == "", here.stderr
+        assert "in process" in here.stdout
 
 
 async def test_running_and_statistics_on_a_server_engine(server_dir: Path) -> None:

@@ -6,15 +6,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 
 import pytest
 
 from asynccomp import CompileJob, CompileResult, Engine, EngineClosed, SyncEngine
 from asynccomp.cost import CostModel
+from asynccomp.engine import CompletedResults
 
 from .kernels import ARCH, broken_kernel, scale_kernel, slow_kernel
 from .processes import compiler_processes
@@ -187,14 +190,15 @@ def test_sync_engine_mirrors_the_engines_methods() -> None:
 
 
 def test_close_from_another_thread_during_as_completed() -> None:
-    """A close() from another thread while a thread iterates: the iterating thread gets
-    its results or EngineClosed, never another error; close() returns."""
+    """A close() from another thread after the iterating thread's first result (and
+    before its next step): close() waits for the batch and returns; the iterating
+    thread's next step raises EngineClosed, and the block's exit raises nothing else."""
     jobs = [CompileJob(scale_kernel(20.0 + i), name=f"c{i}") for i in range(4)]
     errors: list[BaseException] = []
     got: list[str] = []
     engine = SyncEngine(arch=ARCH, nvrtc_workers=1, cache=False)
     engine.start()
-    first = threading.Event()
+    first, closed = threading.Event(), threading.Event()
 
     def iterate() -> None:
         try:
@@ -202,7 +206,7 @@ def test_close_from_another_thread_during_as_completed() -> None:
                 for result in results:
                     got.append(result.job.name)
                     first.set()
-                    time.sleep(0.3)  # slower than the engine: results wait in the stream
+                    assert closed.wait(120)  # the next step comes after close() returned
         except BaseException as exc:
             errors.append(exc)
         finally:
@@ -212,10 +216,75 @@ def test_close_from_another_thread_during_as_completed() -> None:
     reader.start()
     assert first.wait(120)
     engine.close()
+    closed.set()
     reader.join(60)
     assert not reader.is_alive()
-    assert all(isinstance(e, EngineClosed) for e in errors), errors
-    assert errors or len(got) == 4
+    assert len(got) == 1 and [type(e) for e in errors] == [EngineClosed], (got, errors)
+    assert engine.engine.statistics().completed == 4  # closing waited for the batch
+
+
+class _Announcing(ExitStack):
+    """An engine's exit stack that says when ``close()`` reaches it (the owner has
+    let go of its portal by then)."""
+
+    def __init__(self, inner: ExitStack, reached: threading.Event) -> None:
+        super().__init__()
+        self.inner, self.reached = inner, reached
+
+    def close(self) -> None:
+        self.reached.set()
+        self.inner.close()
+
+
+def test_a_close_while_as_completed_is_called_is_engine_closed() -> None:
+    """close() from another thread lands between as_completed's call into the event
+    loop and its return: EngineClosed (it was a bare AssertionError)."""
+    engine = SyncEngine(arch=ARCH, nvrtc_workers=1, cache=False)
+    engine.start()
+    assert engine._stack is not None
+    reached = threading.Event()
+    engine._stack = _Announcing(engine._stack, reached)
+    closer = threading.Thread(target=engine.close)
+    make = engine.engine.as_completed
+
+    def as_completed(jobs: Iterable[CompileJob]) -> CompletedResults:
+        closer.start()  # in the event loop's thread: close() cannot finish before this
+        assert reached.wait(60)
+        return make(jobs)
+
+    engine.engine.as_completed = as_completed  # type: ignore[method-assign]
+    with pytest.raises(EngineClosed):
+        engine.as_completed([CompileJob(scale_kernel(31.0))])
+    closer.join(60)
+    assert not closer.is_alive() and engine.state.name == "CLOSED"
+
+
+def test_ctrl_c_in_a_blocking_call_cancels_its_compile() -> None:
+    """KeyboardInterrupt while the main thread waits in compile(): the compile is
+    cancelled in the event loop, as cancelling an ``await`` would be; it was left to
+    run on, unseen, and closing waited for it."""
+    main = threading.main_thread().ident
+    assert main == threading.get_ident() and main is not None
+    engine = SyncEngine(arch=ARCH, nvrtc_workers=1, nvrtc_mode="processes", cache=False)
+    engine.start()
+
+    def interrupt() -> None:
+        wait_for(lambda: engine.statistics().running == 1)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    interrupter = threading.Thread(target=interrupt)
+    try:
+        interrupter.start()
+        with pytest.raises(KeyboardInterrupt):
+            engine.compile(CompileJob(slow_kernel(), name="slow"))
+    finally:
+        interrupter.join(120)
+        signal.signal(signal.SIGINT, saved)
+    engine.close()  # a normal close: it waits for every call still running
+    stats = engine.engine.statistics()
+    assert (stats.submitted, stats.completed, stats.running) == (1, 0, 0)
+    assert compiler_processes() == []
 
 
 def wait_for(check: Callable[[], bool], within: float = 120) -> None:

@@ -34,12 +34,12 @@ class CompletedResults:
         self._receive: MemoryObjectReceiveStream[CompileResult] | None = None
 
     async def __aenter__(self) -> AsyncIterator[CompileResult]:
-        engine = self._engine
-        engine._require_running()
+        life = self._engine._life
+        life.require_running()
         if self._batch is not None:
             raise RuntimeError("as_completed() results can be entered once")
         await anyio.lowlevel.checkpoint()
-        front = engine._require_running().front
+        front = life.require_running().front
         send, receive = anyio.create_memory_object_stream[CompileResult](len(self._jobs) or 1)
         batch = self._batch = Batch(len(self._jobs), send)
         self._receive = receive
@@ -47,18 +47,13 @@ class CompletedResults:
         async def run() -> None:
             try:
                 async with send:
-                    with self._scope:
-                        await front.run(batch, self._jobs)
+                    await front.run(batch, self._jobs)
             finally:
-                engine._calls.discard(self._scope)
-                engine._notify()
                 self._done.set()
 
-        engine._calls.add(self._scope)
         # The batch runs in the engine's task group, not around the caller's block: an
         # exception of the block propagates as it is, and the block can be left any time.
-        assert engine._task_group is not None
-        engine._task_group.start_soon(run)
+        life.spawn(self._scope, run, prefetch=False)
         return receive
 
     def discard(self) -> None:
@@ -82,6 +77,6 @@ class CompletedResults:
             exc_type is None
             and self._batch is not None
             and self._batch.pending
-            and self._engine._forced
+            and self._engine._life.forced
         ):
             raise EngineClosed("the engine was closed before these jobs finished")

@@ -1,18 +1,16 @@
-"""The engine: its settings, its life (:class:`EngineState`) and its public calls.
+"""The engine: its settings and its public calls.
 
 Users meet it as :class:`asynccomp.Engine`; :mod:`asynccomp.engine` shows it at work.
-What it is made of is put together in :mod:`._assembly`; what a call does, in
-:mod:`._front`.
+What it says of itself is :mod:`._view`'s; its life (:class:`EngineState`) is
+:mod:`._lifecycle`'s; what it is made of is put together in :mod:`._assembly`; what a
+call does, in :mod:`._front`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import enum
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from pathlib import Path
+from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -20,27 +18,23 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from ..config import RUNNER_SETTINGS, WORKER_SETTINGS, EngineConfig, NvrtcModeSetting
+from ..config import EngineConfig, NvrtcModeSetting
 from ..cost import CostModel
-from ..errors import EngineClosed, InvalidJob
+from ..errors import InvalidJob
 from ..job import CompileJob
 from ..result import CompileResult
 from ..statistics import EngineStatistics
 from ..toolkit import Toolkit
-from ._assembly import (
-    Parts,
-    assemble,
-    check_arch,
-    default_backends,
-    local_workers,
-    remote_cache,
-)
+from ._assembly import assemble
 from ._batch import Batch
 from ._completed import CompletedResults
+from ._lifecycle import EngineState, Lifecycle
+from ._view import EngineView, NvrtcMode
+from .local import check_arch, default_backends, local_workers, remote_cache
 
 if TYPE_CHECKING:
     from ..backends import CompilerBackend
-    from ..cache import RemoteCache, ResultCache
+    from ..cache import RemoteCache
     from ..ray import RayExecutor
 
 __all__ = ("Engine", "EngineState")
@@ -48,21 +42,11 @@ __all__ = ("Engine", "EngineState")
 logger = logging.getLogger("asynccomp")
 
 T = TypeVar("T")
-NvrtcMode = Literal["threads", "processes"]
 _Engine = TypeVar("_Engine", bound="Engine")
 _DEFAULT = EngineConfig()  # where every default is written, once
 
 
-class EngineState(enum.Enum):
-    """Where an engine is in its life. Calls are taken only while ``RUNNING``."""
-
-    NEW = "new"  #: made, not started
-    RUNNING = "running"  #: inside ``async with``
-    CLOSING = "closing"  #: leaving ``async with``: finishing the calls already made
-    CLOSED = "closed"  #: done; an engine is not started twice
-
-
-class Engine:
+class Engine(EngineView):
     """Compiles :class:`~asynccomp.CompileJob` s concurrently. Use as ``async with``.
 
     Args:
@@ -178,20 +162,7 @@ class Engine:
         return engine
 
     def _setup(self, config: EngineConfig) -> None:
-        if config.server is not None:
-            config.refuse(
-                RUNNER_SETTINGS,
-                "server",
-                "set them on `asynccomp serve`, or leave server=None to compile in this process",
-            )
-        elif config.executor is not None and not config.executor.fallback:
-            config.refuse(
-                WORKER_SETTINGS,
-                "executor",
-                "a Ray cluster's actors are the engine's slots (RayExecutor(actors=N) "
-                "sets their number; fallback=True takes local workers when it cannot be "
-                "used, with these settings)",
-            )
+        config.check("engine")
         self.config = config
         self._local_workers: dict[str, int] = {}
         self._nvrtc_mode: NvrtcMode = "threads"
@@ -204,112 +175,27 @@ class Engine:
             workers, mode = local_workers(config)
             self._local_workers, self._nvrtc_mode = workers, mode  # type: ignore[assignment]
         self.cost_model = CostModel() if config.cost_model is None else config.cost_model
-        self._state = EngineState.NEW
-        self._parts: Parts | None = None
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
-        # Calls under way (compile, compile_many, as_completed, warm_up), and prefetched
-        # batches: what closing waits for, or cancels.
-        self._calls: set[anyio.CancelScope] = set()
-        self._prefetches: set[anyio.CancelScope] = set()
-        self._forced = False  # closing cancelled calls instead of waiting for them
-        self._changed = anyio.Event()
-
-    # -- settings ----------------------------------------------------------------------------
-
-    @property
-    def arch(self) -> str | None:
-        return self.config.arch
-
-    @property
-    def tvm_fast_path(self) -> bool:
-        return self.config.tvm_fast_path
-
-    @property
-    def dump_dir(self) -> Path | None:
-        return None if self.config.dump_dir is None else Path(self.config.dump_dir)
-
-    @property
-    def split_compile(self) -> int:
-        return self.config.split_compile
-
-    @property
-    def server(self) -> str | None:
-        """``"auto"``, the socket of the server, or ``None`` (in process)."""
-        return None if self.config.server is None else str(self.config.server)
-
-    @property
-    def executor(self) -> RayExecutor | None:
-        return self.config.executor
-
-    @property
-    def nvrtc_mode(self) -> NvrtcMode:
-        """How local NVRTC compiles run (on a compile server: the server's business)."""
-        return self._nvrtc_mode
-
-    @property
-    def slots(self) -> Mapping[str, int]:
-        """How many compiles of each backend run at once where this engine's jobs go:
-        its local workers, its Ray actors, or (once started) its compile server's."""
-        if self._parts is not None:
-            return self._parts.runner.slots()
-        return dict(self._local_workers)
-
-    @property
-    def nvrtc_workers(self) -> int:
-        return self.slots.get("nvrtc", 0)
-
-    @property
-    def nvcc_workers(self) -> int:
-        return self.slots.get("nvcc", 0)
-
-    @property
-    def on_cluster(self) -> bool:
-        """Whether the jobs compile on the executor's cluster (known once started;
-        ``False`` with local workers, also after a fallback)."""
-        return self._parts is not None and self._parts.on_cluster
-
-    @property
-    def where(self) -> str:
-        """Where the compiles run: ``"in process"``, ``"on the compile server (pid
-        N)"`` or ``"on Ray at ADDRESS"`` (known once started)."""
-        if self._parts is None:
-            return "on the compile server" if self.server is not None else "in process"
-        return self._parts.runner.where
+        self._life = Lifecycle()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     @property
     def state(self) -> EngineState:
         """Where this engine is in its life."""
-        return self._state
+        return self._life.state
 
     async def __aenter__(self: _Engine) -> _Engine:
-        if self._state is not EngineState.NEW:
-            raise EngineClosed(f"this Engine is {self._state.value}; an engine starts once")
-        task_group = anyio.create_task_group()
-        await task_group.__aenter__()
-        stack = contextlib.AsyncExitStack()
-        try:
-            async with contextlib.AsyncExitStack() as unwind:
-                unwind.push_async_exit(stack)
-                self._parts = await assemble(
-                    self.config,
-                    remote=self._remote,
-                    workers=self._local_workers,
-                    cost_model=self.cost_model,
-                    make_backends=self._make_backends,
-                    task_group=task_group,
-                    stack=stack,
-                )
-                unwind.pop_all()  # started: the stack is closed with the engine
-        except BaseException:
-            task_group.cancel_scope.cancel()
-            await task_group.__aexit__(None, None, None)
-            raise
-        self._stack = stack
-        self._task_group = task_group
-        self._state = EngineState.RUNNING
+        await self._life.start(
+            lambda task_group, stack: assemble(
+                self.config,
+                remote=self._remote,
+                workers=self._local_workers,
+                cost_model=self.cost_model,
+                make_backends=self._make_backends,
+                task_group=task_group,
+                stack=stack,
+            )
+        )
         return self
 
     async def __aexit__(
@@ -318,76 +204,24 @@ class Engine:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._state is not EngineState.RUNNING:
-            return
-        self._state = EngineState.CLOSING
-        task_group, stack = self._task_group, self._stack
-        assert task_group is not None and stack is not None
-        try:
-            if exc_type is None:
-                while self._calls or self._prefetches:
-                    await self._changed.wait()
-        finally:
-            with anyio.CancelScope(shield=True):
-                # Whatever is left was not waited for (an error, a cancellation): cancel
-                # it, and let it finish unwinding before the parts go.
-                if self._calls or self._prefetches:
-                    self._forced = True
-                    for scope in (*self._calls, *self._prefetches):
-                        scope.cancel()
-                    while self._calls or self._prefetches:
-                        await self._changed.wait()
-                await stack.aclose()
-            # Outside the shield (the task group's scope must be the innermost one when
-            # it exits): the background tasks left (threads NVRTC has not stopped yet)
-            # are cancelled and waited for. The body's own exception, if any, propagates
-            # as it is, not wrapped in a group of this task group's.
-            task_group.cancel_scope.cancel()
-            await task_group.__aexit__(None, None, None)
-            self._task_group = None
-            self._state = EngineState.CLOSED
+        await self._life.close(clean=exc_type is None)
 
     def _make_backends(self, toolkit: Toolkit) -> dict[str, CompilerBackend]:
         """The backends by name, made as the engine starts (a subclass may return its
         own: the scheduler's lifecycle tests use a backend that compiles nothing)."""
         return default_backends(toolkit, self._nvrtc_mode, self._local_workers, self.arch)
 
-    def _notify(self) -> None:
-        changed, self._changed = self._changed, anyio.Event()
-        changed.set()
-
-    @property
-    def cache(self) -> ResultCache | None:
-        """The engine's result cache (``None`` when caching is off, and on a compile
-        server, whose cache is the server's)."""
-        return None if self._parts is None else self._parts.cache
-
-    @property
-    def toolkit(self) -> Toolkit:
-        """The toolkit this engine compiles with (on a compile server: the server's, as
-        it says in its welcome). Known once the engine has started."""
-        if self._parts is not None:
-            return self._parts.toolkit
-        if self.config.toolkit is not None:
-            return self.config.toolkit
-        raise EngineClosed("the toolkit is looked up when the engine starts")
-
-    @property
-    def compiler_versions(self) -> dict[str, str | None]:
-        """The versions of the compilers this engine uses (NVRTC, nvcc), for reports."""
-        return self.toolkit.compiler_versions
-
     def statistics(self) -> EngineStatistics:
         """An immutable snapshot of the counters (and of what is queued and running
         now, and the workers alive: a compile server's, on one)."""
-        if self._parts is None:
+        if self._life.parts is None:
             return EngineStatistics()
-        return self._parts.front.statistics()
+        return self._life.parts.front.statistics()
 
     def running(self) -> list[tuple[CompileJob, float]]:
         """This engine's jobs compiling now, with how long each has run (seconds),
         longest first; a progress display shows them."""
-        return [] if self._parts is None else self._parts.front.running_jobs()
+        return [] if self._life.parts is None else self._life.parts.front.running_jobs()
 
     def estimate(self, job: CompileJob) -> float:
         """The cost model's estimate of ``job``'s compile, in seconds (for an ETA)."""
@@ -395,48 +229,24 @@ class Engine:
         arch = job.arch or self.arch or ""
         return self.cost_model.estimate(job.backend, (arch, *job.options), job.source)
 
-    def _require_running(self) -> Parts:
-        if self._state is not EngineState.RUNNING:
-            if self._state is EngineState.NEW:
-                raise EngineClosed("the engine is not running: use it inside `async with Engine()`")
-            raise EngineClosed(f"the engine is {self._state.value}: it takes no more calls")
-        assert self._parts is not None
-        return self._parts
-
-    async def _guarded(self, call: Callable[[], Awaitable[T]]) -> T:
-        """Run one public call: counted for closing, cancelled by a forced close (which
-        the caller sees as ``EngineClosed``). Always checkpoints."""
-        self._require_running()
-        await anyio.lowlevel.checkpoint()
-        self._require_running()
-        scope = anyio.CancelScope()
-        self._calls.add(scope)
-        try:
-            with scope:
-                return await call()
-        finally:
-            self._calls.discard(scope)
-            self._notify()
-        raise EngineClosed("the engine was closed before this call finished")
-
     # -- public API --------------------------------------------------------------------------
 
     async def compile(self, job: CompileJob) -> CompileResult:
         """Compile one job. A compile failure is returned in ``result.error``, not raised."""
         jobs = self._check_jobs([job])
-        return (await self._guarded(lambda: self._run_list(jobs)))[0]
+        return (await self._life.guarded(lambda: self._run_list(jobs)))[0]
 
     async def compile_many(self, jobs: Iterable[CompileJob]) -> list[CompileResult]:
         """Compile all ``jobs`` concurrently; results come back in the order of ``jobs``."""
         checked = self._check_jobs(jobs)
-        return await self._guarded(lambda: self._run_list(checked))
+        return await self._life.guarded(lambda: self._run_list(checked))
 
     def _check_jobs(self, jobs: Iterable[CompileJob]) -> list[CompileJob]:
         """The jobs, once each is a CompileJob whose architecture its compiler takes (an
         unknown one is :class:`~asynccomp.InvalidJob` before anything runs)."""
         checked = [_check_job(job) for job in jobs]
-        if self._parts is not None:
-            toolkit = self._parts.toolkit
+        if self._life.parts is not None:
+            toolkit = self._life.parts.toolkit
             for job in checked:
                 arch = job.arch or self.arch
                 if arch is not None:
@@ -445,7 +255,7 @@ class Engine:
 
     async def _run_list(self, jobs: list[CompileJob]) -> list[CompileResult]:
         batch = Batch(len(jobs))
-        await self._require_running().front.run(batch, jobs)
+        await self._life.require_running().front.run(batch, jobs)
         return batch.ordered_results()
 
     def as_completed(self, jobs: Iterable[CompileJob]) -> CompletedResults:
@@ -468,8 +278,8 @@ class Engine:
         calls this right after starting the engine. Without it, workers start as jobs
         need them (and the first job a worker gets pays that cost).
         """
-        runner = self._require_running().runner
-        await self._guarded(runner.warm_up)
+        runner = self._life.require_running().runner
+        await self._life.guarded(runner.warm_up)
 
     def prefetch(self, jobs: Iterable[CompileJob]) -> None:
         """Start compiling ``jobs`` in the background and return at once.
@@ -478,32 +288,20 @@ class Engine:
         hits (or wait for the compile in flight). The compiles belong to the engine: it
         waits for them when it closes (unless :meth:`cancel_prefetched` was called).
         """
-        parts = self._require_running()
+        parts = self._life.require_running()
         checked = self._check_jobs(jobs)
         if not checked:
             return
-        assert self._task_group is not None
         batch = Batch(len(checked), wanted=False)
-        scope = anyio.CancelScope()
-        self._prefetches.add(scope)
-        self._task_group.start_soon(self._prefetched, parts, batch, checked, scope)
-
-    async def _prefetched(
-        self, parts: Parts, batch: Batch, jobs: list[CompileJob], scope: anyio.CancelScope
-    ) -> None:
-        try:
-            with scope:
-                await parts.front.run(batch, jobs)
-        finally:
-            self._prefetches.discard(scope)
-            self._notify()
+        self._life.spawn(
+            anyio.CancelScope(), lambda: parts.front.run(batch, checked), prefetch=True
+        )
 
     def cancel_prefetched(self) -> None:
         """Stop every prefetched compile still queued or running (nothing is cached for
         them; a caller waiting for one of them compiles it itself). For a quick exit: an
         autotuner that pushed a large batch ahead need not wait for all of it."""
-        for scope in self._prefetches:
-            scope.cancel()
+        self._life.cancel_prefetched()
 
 
 def _check_job(job: object) -> CompileJob:

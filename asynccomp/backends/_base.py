@@ -73,30 +73,61 @@ def has_line_info(options: tuple[str, ...] | list[str]) -> bool:
 _LOCAL_INCLUDE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*include(?:_next)?[ \t]*[^<\s]", re.M)
 
 
-def with_caller_folders(flags: list[str], source: str, cwd: str | None) -> list[str]:
-    """``flags`` with relative ``-I`` folders made absolute against ``cwd``, and ``cwd``
-    itself added as the last ``-I`` when ``source`` has a quoted or computed include:
-    the compile then reads the caller's headers wherever it runs."""
+#: Options whose value is a folder the caller means relative to its own folder: include
+#: folders (``-I``, and nvcc's system include folders). Each is spelled ``NAME VALUE``
+#: or ``NAME=VALUE`` (and ``-IVALUE``).
+FOLDER_OPTIONS = ("-I", "--include-path", "-isystem", "--system-include")
+#: Options that name a header to read before the source. A relative name is found as a
+#: quoted ``#include`` of the source is: in the compiler's folder, then the ``-I`` chain.
+HEADER_OPTIONS = ("-include", "--pre-include")
+
+
+def with_caller_folders(
+    flags: list[str], source: str, cwd: str | None, *, lists: bool = False
+) -> list[str]:
+    """``flags`` with the relative folders of :data:`FOLDER_OPTIONS` made absolute
+    against ``cwd``, and ``cwd`` itself added as the last ``-I`` when ``source`` has a
+    quoted or computed include or a relative header is pre-included
+    (:data:`HEADER_OPTIONS`: found as a quoted include is): the compile then reads the
+    caller's headers wherever it runs, never those of the compiling process's folder.
+    ``lists``: a value may be a comma list (nvcc's ``-I a,b``)."""
     if cwd is None:
         return flags
+
+    def parts(value: str) -> list[str]:
+        return value.split(",") if lists else [value]
+
     out: list[str] = []
-    pending = False
+    local = _LOCAL_INCLUDE.search(source) is not None
+    pending: str | None = None  # the option whose value is this flag
     for flag in flags:
-        if pending:
-            flag = str(Path(cwd, flag))
-            pending = False
-        elif flag in ("-I", "--include-path"):
-            pending = True
-        elif flag.startswith("--include-path="):
-            flag = "--include-path=" + str(Path(cwd, flag[len("--include-path=") :]))
-        elif flag.startswith("-I=") and len(flag) > 3:  # NVRTC's other spelling
-            flag = "-I=" + str(Path(cwd, flag[3:]))
-        elif flag.startswith("-I") and len(flag) > 2:
-            flag = "-I" + str(Path(cwd, flag[2:]))
+        name, value, prefix = _path_option(flag, pending)
+        pending = flag if pending is None and flag in _PATH_OPTIONS else None
+        if name in FOLDER_OPTIONS and value:
+            flag = prefix + ",".join(str(Path(cwd, p)) if p else p for p in parts(value))
+        elif name in HEADER_OPTIONS and value:
+            local = local or any(p and not Path(p).is_absolute() for p in parts(value))
         out.append(flag)
-    if _LOCAL_INCLUDE.search(source):
+    if local:
         out.append(f"-I{cwd}")
     return out
+
+
+_PATH_OPTIONS = (*FOLDER_OPTIONS, *HEADER_OPTIONS)
+
+
+def _path_option(flag: str, pending: str | None) -> tuple[str, str, str]:
+    """``(option, path, what comes before the path in flag)`` for a flag that gives a
+    path option's value (``pending``: the flag before was the option alone), else
+    ``("", "", "")``."""
+    if pending is not None:
+        return pending, flag, ""
+    name, equals, value = flag.partition("=")
+    if equals and name in _PATH_OPTIONS:
+        return name, value, name + "="
+    if flag.startswith("-I") and len(flag) > 2:
+        return "-I", flag[2:], "-I"
+    return "", "", ""
 
 
 def empty_folder() -> str:

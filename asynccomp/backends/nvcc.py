@@ -99,7 +99,7 @@ class NvccBackend(CompilerBackend):
             if output != "ptx":
                 argv.append("--ptxas-options=-v")  # the resource report, always
             argv += job.options
-        argv = with_caller_folders(argv, job.source, options.cwd)
+        argv = with_caller_folders(argv, job.source, options.cwd, lists=True)
         add_shared_options(argv, options)
         if options.keep_intermediates:
             # Kept in the job's own temp folder and moved to keep_dir afterwards: a dump

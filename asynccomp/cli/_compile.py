@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
-import signal
 import socket
 import sys
-import termios
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 
@@ -22,13 +16,11 @@ from ..engine import Engine
 from ..errors import AsyncCompError, ClusterError, DumpDirError, InvalidJob, ServerError
 from ..gpu import local_gpu_arch
 from ..job import CompileJob
-from ..ray import RayExecutor
-from ..result import CompileResult
 from ..server import server_paths
 from ._args import arch, positive_float, positive_int
+from ._compile_run import CompileRun, quiet_ctrl_c
 from ._inputs import compiler_options, find_inputs, read_source, source_options, unique_names
-from ._progress import Display, Estimates, JobLines, ProgressBar
-from ._report import failures, records, summary
+from ._ray_args import add_ray_timeout, ray_executor
 
 __all__ = (
     "add_ray_timeout",
@@ -48,7 +40,9 @@ Relative -I folders are made absolute (nvcc runs in a folder of its own).
 
 When this user's compile server runs (`asynccomp serve`), the jobs go there: its
 workers are warm and its cache is shared with every other process. --server starts
-it if needed; --no-server, -j, --cache-dir and --no-cache compile in this process.
+it if needed; --no-server, --cache-dir and --no-cache compile in this process. -j N
+with a server running compiles there, with the server's workers (a warning says how
+many): --no-server -j N compiles in this process with N.
 --ray ADDRESS compiles on a Ray cluster's actors (asynccomp.ray), this process keeping
 the cache, dumps and results.
 
@@ -222,8 +216,8 @@ def run(args: argparse.Namespace) -> int:
         )
     # With --json -, stdout carries the records: everything else goes to stderr.
     out = sys.stderr if args.json == "-" else sys.stdout
-    state = _Run(engine, jobs, dict(zip(jobs, files, strict=True)), args, out)
-    with _quiet_ctrl_c(out):
+    state = CompileRun(engine, jobs, dict(zip(jobs, files, strict=True)), args, out)
+    with quiet_ctrl_c(out):
         try:
             return anyio.run(state.compile)
         except (DumpDirError, ServerError, ClusterError, InvalidJob) as exc:  # as it starts
@@ -232,134 +226,19 @@ def run(args: argparse.Namespace) -> int:
             return _usage_error(exc)
 
 
-class _Run:
-    """One ``asynccomp compile`` run: its jobs, what finished, and how it ended."""
-
-    def __init__(
-        self,
-        engine: Engine,
-        jobs: list[CompileJob],
-        paths: dict[CompileJob, Path],
-        args: argparse.Namespace,
-        out: TextIO,
-    ) -> None:
-        self.engine, self.jobs, self.paths, self.args, self.out = engine, jobs, paths, args, out
-        self.results: list[CompileResult] = []
-        self.finished_at: dict[int, float] = {}
-        self.interrupted = False
-        self.display: Display | None = None
-        self.where = engine.where
-
-    def _output_name(self, result: CompileResult) -> str | None:
-        """The file ``--out`` gets for this result (named after its job), if any."""
-        if self.args.out is None or result.binary is None:
-            return None
-        return f"{result.job.name}.{result.output}"
-
-    async def compile(self) -> int:
-        args, engine, jobs = self.args, self.engine, self.jobs
-        verbosity = -1 if args.quiet else (1 if args.verbose else 0)
-        started = time.monotonic()
-        async with engine:
-            workers = engine.nvrtc_workers if args.backend == "nvrtc" else engine.nvcc_workers
-            estimates = Estimates({job: engine.estimate(job) for job in jobs}, workers)
-            kind: type[Display] = ProgressBar if self.out.isatty() and not args.quiet else JobLines
-            self.display = display = kind(
-                len(jobs),
-                self.out,
-                verbosity=verbosity,
-                names=[job.name for job in jobs],
-                estimates=estimates,
-                running=engine.running,
-            )
-            async with anyio.create_task_group() as tg:
-                with anyio.CancelScope() as work:
-                    tg.start_soon(self._watch_for_ctrl_c, work)
-                    if isinstance(display, ProgressBar):
-                        tg.start_soon(_tick, display)
-                    async with engine.as_completed(jobs) as completed:
-                        async for result in completed:
-                            self._finished(result)
-                tg.cancel_scope.cancel()
-            versions = engine.compiler_versions
-            self.where = engine.where
-        wall = time.monotonic() - started
-        display.close("asynccomp: interrupted" if self.interrupted else "")
-        return self._report(wall, versions)
-
-    async def _watch_for_ctrl_c(self, work: anyio.CancelScope) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for _ in signals:
-                self.interrupted = True
-                work.cancel()
-                return
-
-    def _finished(self, result: CompileResult) -> None:
-        self.results.append(result)
-        self.finished_at[id(result)] = time.time()
-        assert self.display is not None
-        self.display.job_done(result)
-        name = self._output_name(result)
-        if name is not None:
-            assert self.args.out is not None and result.binary is not None
-            try:
-                (self.args.out / name).write_bytes(result.binary)
-            except OSError as exc:  # the disk filled up: the other binaries go on
-                print(f"asynccomp: could not write {self.args.out / name}: {exc}", file=sys.stderr)
-
-    def _report(self, wall: float, versions: dict[str, str | None]) -> int:
-        results = self.results
-        if self.args.json is not None:
-            done = {id(r.job) for r in results}
-            unfinished = [job for job in self.jobs if id(job) not in done]
-            rows = records(
-                results, self.finished_at, unfinished, self.paths, self._output_name, versions
-            )
-            text = json.dumps(rows, indent=2) + "\n"
-            if self.args.json == "-":
-                sys.stdout.write(text)
-                sys.stdout.flush()
-            else:
-                Path(self.args.json).write_text(text)
-        print(summary(results, wall, total=len(self.jobs), where=self.where), file=self.out)
-        report = failures(results)
-        if report:
-            print(f"\n{report}", file=sys.stderr)
-        if self.interrupted:
-            return 130
-        return 1 if any(not r.ok for r in results) else 0
-
-
-@contextlib.contextmanager
-def _quiet_ctrl_c(stream: TextIO) -> Iterator[None]:
-    """On a terminal, don't let it echo ``^C`` over the progress bar."""
-    try:
-        fd = stream.fileno()
-        saved = termios.tcgetattr(fd) if os.isatty(fd) else None
-    except (OSError, ValueError, termios.error):
-        saved = None
-    if saved is None:
-        yield
-        return
-    quiet = list(saved)
-    quiet[3] = quiet[3] & ~termios.ECHOCTL
-    try:
-        termios.tcsetattr(fd, termios.TCSANOW, quiet)
-        yield
-    finally:
-        termios.tcsetattr(fd, termios.TCSANOW, saved)
-
-
 def _engine(args: argparse.Namespace) -> Engine:
     """On the running compile server (warm, shared with other processes) when there is
-    one and the run asks nothing of its own of the engine; else in this process."""
+    one and the run asks no cache or executor of its own; else in this process.
+
+    ``-j`` does not keep a run off a running server: its workers are there and warm (a
+    run in process would start and warm its own), so the run compiles there and is told
+    once what the server runs instead (:func:`._compile_run.ignored_jobs`); ``--no-server`` takes
+    ``-j`` at its word."""
     executor = ray_executor(args)
-    own = (
-        args.jobs is not None or args.cache_dir is not None or args.no_cache or executor is not None
-    )
+    own = args.cache_dir is not None or args.no_cache or executor is not None
     if args.server and own:
         raise ValueError(
-            "--server compiles with the server's settings: drop -j, --cache-dir, --no-cache, "
+            "--server compiles with the server's settings: drop --cache-dir, --no-cache, "
             "--ray (or start the server with asynccomp serve --ray)"
         )
     server = "auto" if args.server else None
@@ -376,29 +255,6 @@ def _engine(args: argparse.Namespace) -> Engine:
         cache_dir=args.cache_dir,
         executor=executor,
     )
-
-
-def add_ray_timeout(p: argparse.ArgumentParser) -> None:
-    """``--ray-timeout``, for the commands that take ``--ray``."""
-    p.add_argument(
-        "--ray-timeout",
-        type=positive_float,
-        default=None,
-        metavar="SECONDS",
-        help="with --ray: give up joining the cluster, and again starting its actors, "
-        f"after this long (default {RayExecutor.startup_timeout:g})",
-    )
-
-
-def ray_executor(args: argparse.Namespace) -> RayExecutor | None:
-    """The executor ``--ray ADDRESS`` (``--ray-fallback``, ``--ray-timeout``) ask for."""
-    for flag, value in (("--ray-fallback", args.ray_fallback), ("--ray-timeout", args.ray_timeout)):
-        if value not in (None, False) and args.ray is None:
-            raise ValueError(f"{flag} goes with --ray ADDRESS")
-    if args.ray is None:
-        return None
-    timeout = RayExecutor.startup_timeout if args.ray_timeout is None else args.ray_timeout
-    return RayExecutor(address=args.ray, fallback=args.ray_fallback, startup_timeout=timeout)
 
 
 def running_server() -> str | None:
@@ -418,9 +274,3 @@ def running_server() -> str | None:
 def _usage_error(exc: BaseException) -> int:
     print(f"asynccomp: error: {exc}", file=sys.stderr)
     return 2
-
-
-async def _tick(display: Display) -> None:
-    while True:
-        await anyio.sleep(0.25)
-        display.tick()

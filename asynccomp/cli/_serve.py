@@ -19,7 +19,7 @@ from ..config import EngineConfig
 from ..errors import AsyncCompError, ServerError
 from ..server import DEFAULT_IDLE_TIMEOUT, Server, ServerPaths, server_paths, status, stop
 from ._args import non_negative_float, positive_int
-from ._compile import add_ray_timeout, ray_executor
+from ._ray_args import add_ray_timeout, ray_executor
 
 DESCRIPTION = """\
 Run the compile server: one engine (NVRTC workers, nvcc slots, the cache) that every
@@ -65,7 +65,7 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="ADDRESS",
         help="compile on actors of a Ray cluster (auto, HOST:PORT, ray://HOST:PORT) instead "
-        "of local workers; -j is then unused",
+        "of local workers (its actors are the slots: -j only with --ray-fallback)",
     )
     p.add_argument(
         "--ray-fallback",
@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             cache_dir=args.cache_dir,
             executor=ray_executor(args),
         )
+        config.check("server")  # before --detach: the refusal is this command's
     except ValueError as exc:
         print(f"asynccomp: error: {exc}", file=sys.stderr)
         return 2

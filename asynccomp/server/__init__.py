@@ -35,7 +35,8 @@ from typing import Any
 import anyio
 
 from ..errors import ServerError
-from ._client import ServerClient, request, start_server
+from ._client import ServerClient
+from ._connect import request, start_server
 from ._paths import SERVER_DIR_ENV, ServerPaths, private_folder, server_identity, server_paths
 from ._protocol import Status, StatusReply, Stop, Stopping
 from ._server import DEFAULT_IDLE_TIMEOUT, Server

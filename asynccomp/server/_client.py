@@ -10,7 +10,8 @@ client's).
 The client trusts a server only when it is this user's (``SO_PEERCRED``: a socket path
 can be anyone's) and compiles with this process's toolkit (its identity, see
 :func:`~asynccomp.server.server_identity`), whether the socket was found (``"auto"``)
-or named; the welcome says which toolkit that is, and the jobs are rendered for it.
+or named (:mod:`._connect`); the welcome says which toolkit that is, and the jobs are
+rendered for it. A call's jobs in flight are a :class:`~._pending.Pending`.
 
 If the server goes away (killed, stopped), every job still waiting ends with
 :class:`~asynccomp.ServerLost`; results already delivered stay delivered; the next call
@@ -20,12 +21,8 @@ connects again, starting a new server if this client starts them (``server="auto
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import os
-import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,16 +30,15 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
-from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .._version import __version__
-from ..backends import BackendOutput
 from ..errors import ServerError
-from ..runner import CompileRequest, Outcome, RunEvents, Runner
+from ..runner import CompileRequest, RunEvents, Runner
 from ..toolkit import Toolkit
-from ._paths import ServerPaths, check_socket_path, peer_uid, server_identity, server_paths
+from ._connect import GONE, Connection, NoServer, open_connection, start_server
+from ._forms import outcome_of, spec_of, toolkit_from
+from ._paths import ServerPaths, server_identity, server_paths
+from ._pending import Pending
 from ._protocol import (
-    PROTOCOL,
     Cancel,
     Closing,
     Compile,
@@ -50,261 +46,27 @@ from ._protocol import (
     End,
     Ended,
     Error,
-    Hello,
     Jobs,
     Output,
     Started,
     Status,
     StatusReply,
-    Stop,
     Stopping,
     WarmedUp,
     WarmUp,
     Welcome,
     Workers,
-    outcome_of,
     parse,
-    send_form,
-    spec_of,
-    toolkit_from,
 )
-from ._wire import WireError, encode, read_message
+from ._wire import WireError, read_message
 
-__all__ = ("ServerClient", "request", "start_server")
+__all__ = ("ServerClient",)
 
 logger = logging.getLogger("asynccomp.server")
 
-#: Seconds a server may take to come up after a client started it.
-START_TIMEOUT = 60.0
-#: Seconds a server has to answer hello (and a status or stop request).
-ANSWER_TIMEOUT = 30.0
 #: A call's jobs go out in messages of about this many bytes (a larger job goes alone,
 #: in as many frames as it needs).
 PACK_BYTES = 2**20
-_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
-
-
-class _NoServer(Exception):
-    """Nothing answers at the socket (yet): start one, or say so."""
-
-
-def _can_connect(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        try:
-            sock.connect(str(path))
-        except OSError:
-            return False
-    return True
-
-
-def start_server(paths: ServerPaths) -> None:
-    """Blocking: make sure a server listens on ``paths.socket``, starting one (detached:
-    it outlives this process) if none does. Many processes calling this at once start
-    one server: they queue on the ``spawn`` lock, and all but the first find it up."""
-    import fcntl
-
-    from ..backends._nvrtc_pool import python_path
-
-    fd = os.open(paths.spawn, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if _can_connect(paths.socket):
-            return
-        command = [
-            sys.executable,
-            "-m",
-            "asynccomp",
-            "serve",
-            "--detach",
-            "--server-dir",
-            str(paths.folder),
-        ]
-        env = {**os.environ, "PYTHONPATH": python_path()}
-        try:
-            done = subprocess.run(
-                command,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                env=env,
-                timeout=START_TIMEOUT + 5,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise ServerError(
-                f"the compile server did not come up within {START_TIMEOUT:g} s; see {paths.log}"
-            ) from None
-        if done.returncode != 0 and not _can_connect(paths.socket):
-            said = done.stderr.decode(errors="replace").strip()
-            raise ServerError(
-                f"the compile server did not start (exit status {done.returncode}): {said}; "
-                f"its log, {paths.log}, ends with:\n{_tail(paths.log)}"
-            )
-    finally:
-        os.close(fd)
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-class _Pending:
-    """A call sent (or being sent) and not answered in full."""
-
-    def __init__(self, events: RunEvents) -> None:
-        self.events = events
-        self.waiting: set[int] = set()
-        self.all_sent = False
-        self.done = anyio.Event()
-        self.failed: tuple[str, str] | None = None  # (status, message) once lost or refused
-
-    def expect(self, indices: Sequence[int]) -> None:
-        if self.failed is not None:  # lost before these went out: they fail at once
-            for index in indices:
-                self.events.finished(index, _failed(*self.failed))
-            return
-        self.waiting.update(indices)
-
-    def started(self, index: int) -> None:
-        if index in self.waiting:
-            self.events.started(index)
-
-    def finish(self, index: int, outcome: Outcome) -> None:
-        if index not in self.waiting:
-            raise WireError(f"an outcome for job {index}, which is not waiting")
-        self.waiting.discard(index)
-        self.events.finished(index, outcome)
-        self.check()
-
-    def fail(self, status: str, message: str) -> None:
-        """End every job still waiting with ``status`` (``lost``: the server went away;
-        ``internal``: it refused the call)."""
-        self.failed = (status, message)
-        for index in sorted(self.waiting):
-            self.events.finished(index, _failed(status, message))
-        self.waiting.clear()
-        self.done.set()
-
-    def check(self) -> None:
-        if self.all_sent and not self.waiting:
-            self.done.set()
-
-
-def _failed(status: str, message: str) -> Outcome:
-    return Outcome(BackendOutput(status, None, "", message), "none", 0.0, "")  # type: ignore[arg-type]
-
-
-class _Connection:
-    def __init__(self, stream: anyio.abc.SocketStream, receive: BufferedByteReceiveStream) -> None:
-        self.stream = stream
-        self.receive = receive
-        self.send_lock = anyio.Lock()
-        self.ids = itertools.count(1)
-        self.calls: dict[int, _Pending] = {}
-        self.answers: dict[int, tuple[anyio.Event, list[Any]]] = {}
-        self.alive = True
-        self.reason = ""
-        self.workers = 0
-
-    async def send(self, message: Any, blobs: Sequence[bytes] = ()) -> None:
-        frames = encode(*send_form(message, blobs))
-        async with self.send_lock:  # one message at a time: frames never interleave
-            for frame in frames:
-                await self.stream.send(frame)
-
-    async def ask(self, message: Any) -> Any:
-        """Send a request and wait for its answer (by id)."""
-        waiter: tuple[anyio.Event, list[Any]] = (anyio.Event(), [])
-        self.answers[message.id] = waiter
-        try:
-            await self.send(message)
-            await waiter[0].wait()
-        finally:
-            self.answers.pop(message.id, None)
-        if not waiter[1]:
-            raise ServerError(self.reason or "the compile server closed the connection")
-        answer = waiter[1][0]
-        if isinstance(answer, Error):
-            raise ServerError(f"the compile server: {answer.message}")
-        return answer
-
-
-async def _open(path: Path, *, identity: str | None) -> tuple[_Connection, Welcome]:
-    """Connect, check who answers, say hello. _NoServer when nothing listens (or it
-    closed at hello: a server stopping at its idle deadline); ServerError for a
-    server this process must not use, or a path that cannot be one."""
-    check_socket_path(path)
-    try:
-        stream = await anyio.connect_unix(path)
-    except (FileNotFoundError, ConnectionRefusedError) as exc:
-        raise _NoServer(f"no compile server is running at {path} ({exc.strerror})") from None
-    except OSError as exc:  # a path under a file, a folder we may not enter, ...
-        raise ServerError(
-            f"cannot reach a compile server at {path}: {exc.strerror or exc}"
-        ) from None
-    try:
-        return await _handshake(stream, path, identity)
-    except (WireError, TimeoutError) as exc:
-        await stream.aclose()
-        raise ServerError(
-            f"the compile server at {path} does not speak the protocol: {exc}"
-        ) from exc
-    except anyio.BrokenResourceError:
-        await stream.aclose()
-        raise _NoServer(f"the compile server at {path} closed the connection at hello") from None
-    except BaseException:
-        await stream.aclose()
-        raise
-
-
-async def _handshake(
-    stream: anyio.abc.SocketStream, path: Path, identity: str | None
-) -> tuple[_Connection, Welcome]:
-    uid = peer_uid(stream.extra(anyio.abc.SocketAttribute.raw_socket))
-    if uid is not None and uid != os.getuid():
-        raise ServerError(
-            f"the compile server at {path} runs as uid {uid}, not as this user (uid "
-            f"{os.getuid()}): refusing it (it could answer with any bytes)"
-        )
-    receive = BufferedByteReceiveStream(stream)
-    for frame in encode(*send_form(Hello(PROTOCOL, __version__, os.getpid()))):
-        await stream.send(frame)
-    with anyio.fail_after(ANSWER_TIMEOUT):
-        message = await read_message(receive)
-    if message is None:
-        raise _NoServer(f"the compile server at {path} closed the connection at hello")
-    answer = parse(message)
-    if isinstance(answer, Error):
-        raise ServerError(f"the compile server at {path}: {answer.message}")
-    if not isinstance(answer, Welcome):
-        raise WireError(f"{message.type!r} in answer to hello")
-    if identity is not None and answer.identity != identity:
-        raise ServerError(
-            f"the compile server at {path} compiles for identity {answer.identity} "
-            f"(asynccomp {answer.version}, nvcc {answer.toolkit.get('nvcc')}, NVRTC "
-            f"{answer.toolkit.get('nvrtc_version')}); this process's identity is "
-            f"{identity}: another toolkit or asynccomp version, refusing it"
-        )
-    return _Connection(stream, receive), answer
-
-
-async def request(path: Path, message: Status | Stop) -> Any:
-    """One request and its answer, on a connection of its own (``serve --status``)."""
-    try:
-        connection, _ = await _open(path, identity=None)
-    except _NoServer as exc:
-        raise ServerError(str(exc)) from None
-    try:
-        await connection.send(message)
-        with anyio.fail_after(ANSWER_TIMEOUT):
-            answer = await read_message(connection.receive)
-        if answer is None:
-            raise ServerError("the compile server closed the connection")
-        return parse(answer)
-    finally:
-        await connection.stream.aclose()
 
 
 class ServerClient(Runner):
@@ -323,7 +85,7 @@ class ServerClient(Runner):
     def __init__(self, socket: Path | None = None, *, auto_start: bool | None = None) -> None:
         self._socket = socket
         self.auto_start = socket is None if auto_start is None else auto_start
-        self._connection: _Connection | None = None
+        self._connection: Connection | None = None
         self._welcome: Welcome | None = None
         self._toolkit: Toolkit | None = None
         self._connecting = anyio.Lock()
@@ -398,7 +160,7 @@ class ServerClient(Runner):
         self._task_group = task_group
         await self._connected()
 
-    async def _connected(self) -> _Connection:
+    async def _connected(self) -> Connection:
         async with self._connecting:
             connection = self._connection
             if connection is not None and connection.alive:
@@ -417,18 +179,18 @@ class ServerClient(Runner):
 
     async def _open(
         self, path: Path, paths: ServerPaths | None, identity: str
-    ) -> tuple[_Connection, Welcome]:
+    ) -> tuple[Connection, Welcome]:
         for attempt in range(3):
             try:
-                return await _open(path, identity=identity)
-            except _NoServer as exc:
+                return await open_connection(path, identity=identity)
+            except NoServer as exc:
                 if not self.auto_start or paths is None or attempt == 2:
                     raise ServerError(str(exc)) from None
                 # None listens, or one was stopping at its idle deadline: start one.
                 await anyio.to_thread.run_sync(start_server, paths)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _read(self, connection: _Connection) -> None:
+    async def _read(self, connection: Connection) -> None:
         reason = "the compile server closed the connection"
         try:
             while True:
@@ -443,14 +205,14 @@ class ServerClient(Runner):
         except WireError as exc:
             reason = f"the compile server broke the protocol: {exc}"
             logger.warning("asynccomp: %s", reason)
-        except _GONE as exc:
+        except GONE as exc:
             reason = f"the connection to the compile server failed: {exc!r}"
         finally:
             self._lost(connection, reason)
             with anyio.CancelScope(shield=True):
                 await connection.stream.aclose()
 
-    def _dispatch(self, connection: _Connection, answer: Any, blobs: list[bytes]) -> str | None:
+    def _dispatch(self, connection: Connection, answer: Any, blobs: list[bytes]) -> str | None:
         """Hand one answer on; the reason to stop reading, if it is one."""
         if isinstance(answer, (Output, Done)):
             connection.workers = answer.workers
@@ -495,7 +257,7 @@ class ServerClient(Runner):
             raise WireError(f"a {type(answer).__name__} message from the server")
         return None
 
-    def _lost(self, connection: _Connection, reason: str) -> None:
+    def _lost(self, connection: Connection, reason: str) -> None:
         if not connection.alive:
             return
         connection.alive = False
@@ -514,7 +276,7 @@ class ServerClient(Runner):
         *,
         want: bool = True,
     ) -> None:
-        pending = _Pending(events)
+        pending = Pending(events)
         try:
             connection = await self._connected()
         except ServerError as exc:
@@ -526,26 +288,39 @@ class ServerClient(Runner):
         connection.calls[number] = pending
         finished = False
         try:
-            await connection.send(Compile(number, want))
+            await self._send(connection, Compile(number, want))
+            # Every chunk is taken from ``requests``, sent or not: once the connection
+            # is lost, ``expect`` ends a chunk's jobs at once (ServerLost), so no job of
+            # the call is left without an outcome.
             async for chunk in requests:
                 pending.expect([r.index for r in chunk])
-                if connection.alive:
-                    for message, blobs in _packed(number, chunk):
-                        await connection.send(message, blobs)
+                for message, blobs in _packed(number, chunk) if connection.alive else ():
+                    await self._send(connection, message, blobs)
             pending.all_sent = True
             pending.check()
-            if connection.alive:
-                await connection.send(End(number))
+            await self._send(connection, End(number))
             await pending.done.wait()
             finished = True
-        except _GONE as exc:
-            self._lost(connection, f"sending to the compile server failed ({exc!r})")
         finally:
             connection.calls.pop(number, None)
             if not finished and connection.alive:
                 # Cancelled: the server drops this call's compiles (nobody else's).
-                with anyio.CancelScope(shield=True), contextlib.suppress(*_GONE):
+                with anyio.CancelScope(shield=True), contextlib.suppress(*GONE):
                     await connection.send(Cancel(number))
+
+    async def _send(
+        self, connection: Connection, message: Any, blobs: Sequence[bytes] = ()
+    ) -> None:
+        """Send on ``connection`` if it is alive; a send that fails loses it (every call
+        on it ends ServerLost) and closes it, so its reader stops too."""
+        if not connection.alive:
+            return
+        try:
+            await connection.send(message, blobs)
+        except GONE as exc:
+            self._lost(connection, f"sending to the compile server failed ({exc!r})")
+            with anyio.CancelScope(shield=True), contextlib.suppress(*GONE):
+                await connection.stream.aclose()
 
     async def warm_up(self) -> None:
         connection = await self._connected()

@@ -1,0 +1,116 @@
+"""What an engine is: its settings and where its compiles run, read-only.
+
+:class:`EngineView` is the part of :class:`~asynccomp.Engine` that answers questions
+about it (its arch, its slots, its toolkit, where it compiles) from its
+:class:`~asynccomp.config.EngineConfig` and, once started, its parts; the engine's
+calls are :mod:`._engine`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from ..config import EngineConfig
+from ..errors import EngineClosed
+from ..toolkit import Toolkit
+from ._lifecycle import Lifecycle
+
+if TYPE_CHECKING:
+    from ..cache import ResultCache
+    from ..ray import RayExecutor
+
+__all__ = ("EngineView", "NvrtcMode")
+
+NvrtcMode = Literal["threads", "processes"]
+
+
+class EngineView:
+    """An engine's settings and whereabouts (a base of :class:`~asynccomp.Engine`)."""
+
+    config: EngineConfig
+    _local_workers: dict[str, int]
+    _nvrtc_mode: NvrtcMode
+    _life: Lifecycle
+
+    @property
+    def arch(self) -> str | None:
+        return self.config.arch
+
+    @property
+    def tvm_fast_path(self) -> bool:
+        return self.config.tvm_fast_path
+
+    @property
+    def dump_dir(self) -> Path | None:
+        return None if self.config.dump_dir is None else Path(self.config.dump_dir)
+
+    @property
+    def split_compile(self) -> int:
+        return self.config.split_compile
+
+    @property
+    def server(self) -> str | None:
+        """``"auto"``, the socket of the server, or ``None`` (in process)."""
+        return None if self.config.server is None else str(self.config.server)
+
+    @property
+    def executor(self) -> RayExecutor | None:
+        return self.config.executor
+
+    @property
+    def nvrtc_mode(self) -> NvrtcMode:
+        """How local NVRTC compiles run (on a compile server: the server's business)."""
+        return self._nvrtc_mode
+
+    @property
+    def slots(self) -> Mapping[str, int]:
+        """How many compiles of each backend run at once where this engine's jobs go:
+        its local workers, its Ray actors, or (once started) its compile server's."""
+        if self._life.parts is not None:
+            return self._life.parts.runner.slots()
+        return dict(self._local_workers)
+
+    @property
+    def nvrtc_workers(self) -> int:
+        return self.slots.get("nvrtc", 0)
+
+    @property
+    def nvcc_workers(self) -> int:
+        return self.slots.get("nvcc", 0)
+
+    @property
+    def on_cluster(self) -> bool:
+        """Whether the jobs compile on the executor's cluster (known once started;
+        ``False`` with local workers, also after a fallback)."""
+        return self._life.parts is not None and self._life.parts.on_cluster
+
+    @property
+    def where(self) -> str:
+        """Where the compiles run: ``"in process"``, ``"on the compile server (pid
+        N)"`` or ``"on Ray at ADDRESS"`` (known once started)."""
+        if self._life.parts is None:
+            return "on the compile server" if self.server is not None else "in process"
+        return self._life.parts.runner.where
+
+    @property
+    def cache(self) -> ResultCache | None:
+        """The engine's result cache (``None`` when caching is off, and on a compile
+        server, whose cache is the server's)."""
+        return None if self._life.parts is None else self._life.parts.cache
+
+    @property
+    def toolkit(self) -> Toolkit:
+        """The toolkit this engine compiles with (on a compile server: the server's, as
+        it says in its welcome). Known once the engine has started."""
+        if self._life.parts is not None:
+            return self._life.parts.toolkit
+        if self.config.toolkit is not None:
+            return self.config.toolkit
+        raise EngineClosed("the toolkit is looked up when the engine starts")
+
+    @property
+    def compiler_versions(self) -> dict[str, str | None]:
+        """The versions of the compilers this engine uses (NVRTC, nvcc), for reports."""
+        return self.toolkit.compiler_versions

@@ -1,0 +1,248 @@
+"""Reaching a compile server: starting one, connecting, and deciding to trust it.
+
+:func:`start_server` makes sure one listens (many clients calling it at once start
+one). :func:`open_connection` connects and says hello; the answer is trusted only from
+a server of this user (``SO_PEERCRED``: a socket path can be anyone's) that compiles
+with this process's toolkit (its identity, :func:`~asynccomp.server.server_identity`),
+and it says which toolkit that is. A :class:`Connection` then carries one message at a
+time; :func:`request` is one request on a connection of its own (``serve --status``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from .._version import __version__
+from ..errors import ServerError
+from ._paths import SERVER_DIR_ENV, ServerPaths, check_socket_path, peer_uid
+from ._pending import Pending
+from ._protocol import PROTOCOL, Error, Hello, Status, Stop, Welcome, parse, send_form
+from ._wire import WireError, encode, read_message
+
+__all__ = (
+    "ANSWER_TIMEOUT",
+    "GONE",
+    "START_TIMEOUT",
+    "Connection",
+    "NoServer",
+    "open_connection",
+    "request",
+    "start_server",
+)
+
+#: Seconds a server may take to come up after a client started it.
+START_TIMEOUT = 60.0
+#: Seconds a server has to answer hello (and a status or stop request).
+ANSWER_TIMEOUT = 30.0
+#: What using a connection that went away raises.
+GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+
+
+class NoServer(Exception):
+    """Nothing answers at the socket (yet): start one, or say so."""
+
+
+def _can_connect(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def start_server(paths: ServerPaths) -> None:
+    """Blocking: make sure a server listens on ``paths.socket``, starting one (detached:
+    it outlives this process) if none does. Many processes calling this at once start
+    one server: they queue on the ``spawn`` lock, and all but the first find it up."""
+    import fcntl
+
+    from ..backends._nvrtc_pool import python_path
+
+    try:
+        fd = os.open(paths.spawn, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ServerError(
+            f"cannot open {paths.spawn}, the lock that keeps clients from starting two "
+            f"compile servers at once: {exc.strerror or exc}; remove what is there, or set "
+            f"{SERVER_DIR_ENV} to a folder of your own"
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if _can_connect(paths.socket):
+            return
+        command = [
+            sys.executable,
+            "-m",
+            "asynccomp",
+            "serve",
+            "--detach",
+            "--server-dir",
+            str(paths.folder),
+        ]
+        env = {**os.environ, "PYTHONPATH": python_path()}
+        try:
+            done = subprocess.run(
+                command,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                env=env,
+                timeout=START_TIMEOUT + 5,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise ServerError(
+                f"the compile server did not come up within {START_TIMEOUT:g} s; see {paths.log}"
+            ) from None
+        if done.returncode != 0 and not _can_connect(paths.socket):
+            said = done.stderr.decode(errors="replace").strip()
+            raise ServerError(
+                f"the compile server did not start (exit status {done.returncode}): {said}; "
+                f"its log, {paths.log}, ends with:\n{_tail(paths.log)}"
+            )
+    finally:
+        os.close(fd)
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class Connection:
+    """A connection to a server that welcomed this client: its calls and answers by id."""
+
+    def __init__(self, stream: anyio.abc.SocketStream, receive: BufferedByteReceiveStream) -> None:
+        self.stream = stream
+        self.receive = receive
+        self.send_lock = anyio.Lock()
+        self.ids = itertools.count(1)
+        self.calls: dict[int, Pending] = {}
+        self.answers: dict[int, tuple[anyio.Event, list[Any]]] = {}
+        self.alive = True
+        self.reason = ""
+        self.workers = 0
+
+    async def send(self, message: Any, blobs: Sequence[bytes] = ()) -> None:
+        """Send one message, whole. A cancellation while its frames go out waits for
+        the last one (the server would take the next message's bytes for the rest of
+        this one: a stream out of step, every call on it stalled), within a bound past
+        which the connection is given up instead."""
+        frames = encode(*send_form(message, blobs))
+        size = sum(len(frame) for frame in frames)
+        async with self.send_lock:  # one message at a time: frames never interleave
+            with anyio.CancelScope(shield=True):
+                # At least 1 MiB/s: a server that reads slower than that is stuck.
+                with anyio.move_on_after(ANSWER_TIMEOUT + size / 2**20) as bound:
+                    for frame in frames:
+                        await self.stream.send(frame)
+                if bound.cancelled_caught:
+                    await self.stream.aclose()
+                    raise anyio.BrokenResourceError("the compile server stopped reading")
+        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
+
+    async def ask(self, message: Any) -> Any:
+        """Send a request and wait for its answer (by id)."""
+        waiter: tuple[anyio.Event, list[Any]] = (anyio.Event(), [])
+        self.answers[message.id] = waiter
+        try:
+            await self.send(message)
+            await waiter[0].wait()
+        finally:
+            self.answers.pop(message.id, None)
+        if not waiter[1]:
+            raise ServerError(self.reason or "the compile server closed the connection")
+        answer = waiter[1][0]
+        if isinstance(answer, Error):
+            raise ServerError(f"the compile server: {answer.message}")
+        return answer
+
+
+async def open_connection(path: Path, *, identity: str | None) -> tuple[Connection, Welcome]:
+    """Connect, check who answers, say hello. NoServer when nothing listens (or it
+    closed at hello: a server stopping at its idle deadline); ServerError for a
+    server this process must not use, or a path that cannot be one."""
+    check_socket_path(path)
+    try:
+        stream = await anyio.connect_unix(path)
+    except (FileNotFoundError, ConnectionRefusedError) as exc:
+        raise NoServer(f"no compile server is running at {path} ({exc.strerror})") from None
+    except OSError as exc:  # a path under a file, a folder we may not enter, ...
+        raise ServerError(
+            f"cannot reach a compile server at {path}: {exc.strerror or exc}"
+        ) from None
+    try:
+        return await _handshake(stream, path, identity)
+    except (WireError, TimeoutError) as exc:
+        await stream.aclose()
+        raise ServerError(
+            f"the compile server at {path} does not speak the protocol: {exc}"
+        ) from exc
+    except anyio.BrokenResourceError:
+        await stream.aclose()
+        raise NoServer(f"the compile server at {path} closed the connection at hello") from None
+    except BaseException:
+        await stream.aclose()
+        raise
+
+
+async def _handshake(
+    stream: anyio.abc.SocketStream, path: Path, identity: str | None
+) -> tuple[Connection, Welcome]:
+    uid = peer_uid(stream.extra(anyio.abc.SocketAttribute.raw_socket))
+    if uid is not None and uid != os.getuid():
+        raise ServerError(
+            f"the compile server at {path} runs as uid {uid}, not as this user (uid "
+            f"{os.getuid()}): refusing it (it could answer with any bytes)"
+        )
+    receive = BufferedByteReceiveStream(stream)
+    for frame in encode(*send_form(Hello(PROTOCOL, __version__, os.getpid()))):
+        await stream.send(frame)
+    with anyio.fail_after(ANSWER_TIMEOUT):
+        message = await read_message(receive)
+    if message is None:
+        raise NoServer(f"the compile server at {path} closed the connection at hello")
+    answer = parse(message)
+    if isinstance(answer, Error):
+        raise ServerError(f"the compile server at {path}: {answer.message}")
+    if not isinstance(answer, Welcome):
+        raise WireError(f"{message.type!r} in answer to hello")
+    if identity is not None and answer.identity != identity:
+        raise ServerError(
+            f"the compile server at {path} compiles for identity {answer.identity} "
+            f"(asynccomp {answer.version}, nvcc {answer.toolkit.get('nvcc')}, NVRTC "
+            f"{answer.toolkit.get('nvrtc_version')}); this process's identity is "
+            f"{identity}: another toolkit or asynccomp version, refusing it"
+        )
+    return Connection(stream, receive), answer
+
+
+async def request(path: Path, message: Status | Stop) -> Any:
+    """One request and its answer, on a connection of its own (``serve --status``)."""
+    try:
+        connection, _ = await open_connection(path, identity=None)
+    except NoServer as exc:
+        raise ServerError(str(exc)) from None
+    try:
+        await connection.send(message)
+        with anyio.fail_after(ANSWER_TIMEOUT):
+            answer = await read_message(connection.receive)
+        if answer is None:
+            raise ServerError("the compile server closed the connection")
+        return parse(answer)
+    finally:
+        await connection.stream.aclose()

@@ -1,0 +1,196 @@
+"""What the compile server's messages carry, to and from the runner's types.
+
+A :class:`~asynccomp.runner.CompileRequest` travels as a :class:`~._protocol.JobSpec`
+and its sources as blobs; an :class:`~asynccomp.runner.Outcome` comes back as an
+:class:`~._protocol.Output` (log and binary as blobs) or, for a call nobody reads (a
+prefetch), a :class:`~._protocol.Done` (the status only); the welcome describes the
+server's :class:`~asynccomp.toolkit.Toolkit`. Each conversion back checks what the
+message's types cannot say (statuses, blob counts), raising
+:class:`~._wire.WireError`.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..backends import BackendOutput, PreparedCompile
+from ..job import OutputFormat
+from ..runner import CompileRequest, Outcome
+from ..toolkit import Toolkit
+from ._fields import build
+from ._protocol import Done, JobSpec, Output
+from ._wire import WireError
+
+__all__ = (
+    "outcome_of",
+    "output_form",
+    "prepared_of",
+    "spec_of",
+    "toolkit_from",
+    "toolkit_to",
+)
+
+_STATUSES = ("ok", "failed", "empty", "timeout", "crashed", "internal", "lost")
+_ANSWERS = ("compiled", "cache", "shared", "none")
+
+
+def _text(blob: bytes) -> str:
+    # Sources are bytes: those that are not UTF-8 travel as they are (surrogateescape).
+    return blob.decode("utf-8", "surrogateescape")
+
+
+def spec_of(request: CompileRequest) -> tuple[JobSpec, list[bytes]]:
+    """A request as a job spec and its blobs (source, and the fast path's original)."""
+    p = request.prepared
+    spec = JobSpec(
+        index=request.index,
+        estimate=request.estimate,
+        backend=p.backend,
+        output=p.output,
+        arch=p.arch,
+        filename=p.filename,
+        options=list(p.options),
+        timeout=p.timeout,
+        keep_dir=p.keep_dir,
+        fallback=p.fallback_source is not None,
+    )
+    blobs = [p.source.encode("utf-8", "surrogateescape")]
+    if p.fallback_source is not None:
+        blobs.append(p.fallback_source.encode("utf-8", "surrogateescape"))
+    return spec, blobs
+
+
+def prepared_of(spec: JobSpec, blobs: Sequence[bytes]) -> CompileRequest:
+    """The request again (shapes checked here; the server checks the values)."""
+    if len(blobs) != (2 if spec.fallback else 1):
+        raise WireError(f"job {spec.index}: {len(blobs)} sources")
+    if spec.output not in ("cubin", "fatbin", "ptx"):
+        raise WireError(f"job {spec.index}: output {spec.output!r}")
+    prepared = PreparedCompile(
+        backend=spec.backend,
+        output=typing.cast(OutputFormat, spec.output),
+        arch=spec.arch,
+        source=_text(blobs[0]),
+        filename=spec.filename,
+        options=tuple(spec.options),
+        timeout=spec.timeout,
+        keep_dir=spec.keep_dir,
+        fallback_source=_text(blobs[1]) if spec.fallback else None,
+    )
+    return CompileRequest(spec.index, prepared, spec.estimate)
+
+
+def outcome_of(message: Output | Done, blobs: Sequence[bytes]) -> Outcome:
+    """The outcome an :class:`Output` or :class:`Done` message carries."""
+    if message.status not in _STATUSES or message.answer not in _ANSWERS:
+        raise WireError(f"an outcome with status {message.status!r}, answer {message.answer!r}")
+    if message.elapsed < 0:
+        raise WireError("an outcome with a negative time")
+    status = typing.cast(Any, message.status)
+    answer = typing.cast(Any, message.answer)
+    if isinstance(message, Done):
+        if blobs:
+            raise WireError("a done message with blobs")
+        return Outcome(BackendOutput(status, None, ""), answer, message.elapsed, "")
+    if len(blobs) != (2 if message.binary else 1) or (message.binary != (status == "ok")):
+        raise WireError("an output whose log or binary is missing or extra")
+    cause = None
+    if message.cause is not None:
+        if len(message.cause) != 2 or not isinstance(message.cause[1], str):
+            raise WireError("a cause that is not [errno, message]")
+        errno = message.cause[0] if isinstance(message.cause[0], int) else None
+        cause = OSError(errno, message.cause[1]) if errno is not None else OSError(message.cause[1])
+    out = BackendOutput(
+        status,
+        blobs[1] if message.binary else None,
+        blobs[0].decode("utf-8", "replace"),
+        message.message,
+        tuple(message.warnings),
+        cause=cause,
+    )
+    return Outcome(out, answer, message.elapsed, message.filename)
+
+
+def output_form(
+    request_id: int, index: int, outcome: Outcome, workers: int, want: bool
+) -> tuple[Output | Done, list[bytes]]:
+    """An outcome as the message that carries it (with its blobs)."""
+    out = outcome.output
+    if not want:
+        return Done(request_id, index, out.status, outcome.answer, outcome.elapsed, workers), []
+    cause = None
+    if out.cause is not None:
+        errno = getattr(out.cause, "errno", None)
+        text = getattr(out.cause, "strerror", None) or str(out.cause)
+        cause = [errno if isinstance(errno, int) else None, text]
+    message = Output(
+        id=request_id,
+        index=index,
+        status=out.status,
+        answer=outcome.answer,
+        elapsed=outcome.elapsed,
+        filename=outcome.filename,
+        message=out.message,
+        warnings=list(out.warnings),
+        binary=out.binary is not None and out.status == "ok",
+        cause=cause,
+        workers=workers,
+    )
+    blobs = [out.log.encode("utf-8", "surrogateescape")]
+    if message.binary:
+        assert out.binary is not None
+        blobs.append(out.binary)
+    return message, blobs
+
+
+def toolkit_to(toolkit: Toolkit) -> dict[str, Any]:
+    """A toolkit as a welcome carries it."""
+    return {
+        "nvcc": None if toolkit.nvcc is None else str(toolkit.nvcc),
+        "nvcc_version": toolkit.nvcc_version,
+        "cuda_root": None if toolkit.cuda_root is None else str(toolkit.cuda_root),
+        "include_dirs": [str(d) for d in toolkit.include_dirs],
+        "nvrtc_version": None if toolkit.nvrtc_version is None else list(toolkit.nvrtc_version),
+        "nvrtc_library": toolkit.nvrtc_library,
+        "searched": list(toolkit.searched),
+        "nvrtc_error": toolkit.nvrtc_error,
+        "nvrtc_archs": list(toolkit.nvrtc_archs),
+        "nvcc_archs": list(toolkit.nvcc_archs),
+    }
+
+
+@dataclass(frozen=True)
+class _ToolkitFields:
+    nvcc: str | None
+    nvcc_version: str | None
+    cuda_root: str | None
+    include_dirs: list[str]
+    nvrtc_version: list[int] | None
+    nvrtc_library: str | None
+    searched: list[str]
+    nvrtc_error: str | None
+    nvrtc_archs: list[int]
+    nvcc_archs: list[int]
+
+
+def toolkit_from(fields: dict[str, Any]) -> Toolkit:
+    """The toolkit a welcome describes (WireError if it is not one)."""
+    t = build(_ToolkitFields, fields, "toolkit")
+    if t.nvrtc_version is not None and len(t.nvrtc_version) != 2:
+        raise WireError("toolkit.nvrtc_version: expected [major, minor]")
+    return Toolkit(
+        nvcc=None if t.nvcc is None else Path(t.nvcc),
+        nvcc_version=t.nvcc_version,
+        cuda_root=None if t.cuda_root is None else Path(t.cuda_root),
+        include_dirs=tuple(Path(d) for d in t.include_dirs),
+        nvrtc_version=None if t.nvrtc_version is None else (t.nvrtc_version[0], t.nvrtc_version[1]),
+        nvrtc_library=t.nvrtc_library,
+        searched=tuple(t.searched),
+        nvrtc_error=t.nvrtc_error,
+        nvrtc_archs=tuple(t.nvrtc_archs),
+        nvcc_archs=tuple(t.nvcc_archs),
+    )

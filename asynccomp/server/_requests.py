@@ -1,0 +1,238 @@
+"""What the compile server does with one client's requests, on its one scheduler.
+
+A client's ``compile`` request opens a call of the server's
+:class:`~asynccomp._scheduler.local.Scheduler` whose jobs arrive in ``jobs`` messages
+(each job checked here: one of this server's backends, an architecture its compiler
+takes, rendered for its toolkit) until ``end``; the call's events go back as
+``started`` and ``output`` (or ``done``, for a call nobody reads) messages, and
+``ended`` once every job has its outcome. ``cancel`` stops a call (and nobody else's);
+``warm_up``, ``status`` and ``stop`` are answered by id, while calls run.
+
+A request of the wrong shape, or a job this server will not run, is refused with an
+``error`` naming the request; the connection goes on.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+
+from .._scheduler.local import Scheduler, Tally
+from ..backends import PreparedCompile
+from ..job import MAX_SOURCE_CHARS, parse_arch
+from ..runner import CompileRequest, Outcome
+from ..toolkit import Toolkit
+from ._forms import output_form, prepared_of
+from ._protocol import (
+    Cancel,
+    Compile,
+    End,
+    Ended,
+    Error,
+    Jobs,
+    Started,
+    Status,
+    StatusReply,
+    Stop,
+    Stopping,
+    WarmedUp,
+    WarmUp,
+    parse,
+    request_id,
+)
+from ._wire import Message, WireError
+
+__all__ = ("Host", "Poster", "Requests")
+
+_FILENAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*\.cu")
+
+
+class Host(Protocol):
+    """What a client's requests need of the server that runs them."""
+
+    @property
+    def scheduler(self) -> Scheduler: ...
+
+    @property
+    def toolkit(self) -> Toolkit: ...
+
+    @property
+    def tally(self) -> Tally: ...
+
+    def workers(self) -> int: ...
+
+    def status(self, asking: object = None) -> dict[str, Any]: ...
+
+    def stop(self) -> None: ...
+
+    async def warm_up(self) -> None: ...
+
+
+class Poster(Protocol):
+    """Where a client's answers go: posted from plain code, written in order."""
+
+    def post(self, message: Any, blobs: Sequence[bytes] = ()) -> None: ...
+
+
+class _Call:
+    """One compile request of a client: its jobs as they arrive, and its events."""
+
+    def __init__(self, host: Host, out: Poster, number: int, want: bool) -> None:
+        self.host = host
+        self.out = out
+        self.id = number
+        self.want = want
+        self.scope = anyio.CancelScope()
+        self.send, self.receive = anyio.create_memory_object_stream[Sequence[CompileRequest]](
+            math.inf
+        )
+        self.timeouts: dict[int, float | None] = {}
+
+    def started(self, index: int) -> None:
+        self.host.tally.started()
+        self.out.post(Started(self.id, [index], self.host.workers()))
+
+    def finished(self, index: int, outcome: Outcome) -> None:
+        tally = self.host.tally
+        status = outcome.output.status
+        tally.answered(outcome.answer)
+        timeout = self.timeouts.pop(index, None)
+        tally.ended(ok=status == "ok", timed_out=status == "timeout" and timeout is not None)
+        self.out.post(*output_form(self.id, index, outcome, self.host.workers(), self.want))
+
+
+class Requests:
+    """One client's requests: those open, and what each message does."""
+
+    def __init__(self, host: Host, out: Poster, task_group: anyio.abc.TaskGroup) -> None:
+        self.host = host
+        self.out = out
+        self.task_group = task_group
+        self.calls: dict[int, _Call] = {}
+
+    def take(self, message: Message) -> None:
+        """Act on one message; a request refused is answered with an error naming it."""
+        try:
+            self._dispatch(message)
+        except (WireError, ValueError) as exc:
+            # A message of the wrong shape, or a job this server will not run: that
+            # request is refused, the connection goes on.
+            number = request_id(message)
+            self.out.post(Error(number, f"refused: {exc}", False))
+            call = self.calls.get(number) if number is not None else None
+            if call is not None:
+                call.scope.cancel()
+
+    def cancel_all(self) -> None:
+        """The client left: what it has running is dropped."""
+        for call in list(self.calls.values()):
+            call.scope.cancel()
+
+    def _dispatch(self, message: Message) -> None:
+        request = parse(message)
+        if isinstance(request, Compile):
+            if request.id in self.calls:
+                raise WireError(f"request {request.id} is already open")
+            call = _Call(self.host, self.out, request.id, request.want)
+            self.calls[request.id] = call
+            self.task_group.start_soon(self._run, call)
+        elif isinstance(request, Jobs):
+            call = self._open(request.id)
+            chunk = self._jobs(request, message.blobs)
+            for item in chunk:
+                call.timeouts[item.index] = item.prepared.timeout
+            self.host.tally.submitted += len(chunk)
+            try:
+                call.send.send_nowait(chunk)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                raise WireError(f"request {request.id} has ended; no more jobs") from None
+        elif isinstance(request, End):
+            self._open(request.id).send.close()
+        elif isinstance(request, Cancel):
+            cancelled = self.calls.get(request.id)
+            if cancelled is not None:
+                cancelled.scope.cancel()
+        elif isinstance(request, WarmUp):
+            self.task_group.start_soon(self._warm_up, request.id)
+        elif isinstance(request, Status):
+            self.out.post(StatusReply(request.id, self.host.status(asking=self.out)))
+        elif isinstance(request, Stop):
+            self.out.post(Stopping(request.id))
+            self.host.stop()
+        else:
+            raise WireError(f"a {message.type!r} message is not a request")
+
+    def _open(self, number: int) -> _Call:
+        call = self.calls.get(number)
+        if call is None:
+            raise WireError(f"request {number} is not open")
+        return call
+
+    def _jobs(self, message: Jobs, blobs: list[bytes]) -> list[CompileRequest]:
+        """The requests a ``jobs`` message carries, each checked (ValueError: refused)."""
+        needed = sum(2 if spec.fallback else 1 for spec in message.jobs)
+        if needed != len(blobs):
+            raise WireError(f"{len(message.jobs)} jobs with {len(blobs)} sources")
+        chunk: list[CompileRequest] = []
+        at = 0
+        for spec in message.jobs:
+            count = 2 if spec.fallback else 1
+            request = prepared_of(spec, blobs[at : at + count])
+            at += count
+            check_compile(request.prepared, self.host.scheduler.backends, self.host.toolkit)
+            chunk.append(request)
+        return chunk
+
+    async def _run(self, call: _Call) -> None:
+        try:
+            with call.scope:
+                await self.host.scheduler.run(call.receive, call, want=call.want)
+                self.out.post(Ended(call.id))
+        finally:
+            call.send.close()
+            call.receive.close()
+            self.calls.pop(call.id, None)
+
+    async def _warm_up(self, number: int) -> None:
+        await self.host.warm_up()
+        self.out.post(WarmedUp(number, self.host.workers()))
+
+
+def check_compile(prepared: PreparedCompile, backends: Mapping[str, Any], toolkit: Toolkit) -> None:
+    """Raise ValueError (naming what is wrong) unless this server may run ``prepared``:
+    one of its ``backends``, an architecture its compiler takes, rendered for its
+    ``toolkit``, a source no larger than any engine takes."""
+    what = f"job {prepared.filename!r}"
+    if prepared.backend not in backends:
+        raise ValueError(f"{what}: no backend {prepared.backend!r} here")
+    if prepared.backend == "nvrtc" and prepared.output == "fatbin":
+        raise ValueError(f"{what}: NVRTC makes no fatbin")
+    parse_arch(prepared.arch)
+    if not toolkit.supports(prepared.backend, prepared.arch):
+        raise ValueError(
+            f"{what}: {prepared.backend} here does not take {prepared.arch} "
+            f"(it supports {toolkit.supported_archs(prepared.backend)})"
+        )
+    if not _FILENAME.fullmatch(prepared.filename):
+        raise ValueError(f"{what}: not a plain .cu file name")
+    for source in (prepared.source, prepared.fallback_source or ""):
+        # What CompileJob refuses in every engine, refused here too: the wire's limit
+        # is in bytes, and a client of its own could send more characters.
+        if len(source) > MAX_SOURCE_CHARS:
+            raise ValueError(f"{what}: a source over {MAX_SOURCE_CHARS} characters ({len(source)})")
+    if prepared.backend == "nvcc" and (
+        not prepared.options or prepared.options[0] != str(toolkit.nvcc)
+    ):
+        raise ValueError(f"{what}: rendered for another nvcc than this server's {toolkit.nvcc}")
+    if any("\x00" in option for option in prepared.options):
+        raise ValueError(f"{what}: an option holds a NUL byte")
+    if prepared.timeout is not None and prepared.timeout <= 0:
+        raise ValueError(f"{what}: timeout {prepared.timeout}")
+    if prepared.keep_dir is not None and not Path(prepared.keep_dir).is_absolute():
+        raise ValueError(f"{what}: keep_dir {prepared.keep_dir!r} is not absolute")

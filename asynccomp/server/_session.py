@@ -1,0 +1,184 @@
+"""One client of the compile server, from its connection to its leaving.
+
+A :class:`Session` checks the peer's uid (``SO_PEERCRED``: the server serves its own
+user only), reads its hello (protocol and version must match), welcomes it, then reads
+its requests (:mod:`._requests`) until it leaves. What goes back to it is posted from
+plain code (the scheduler's events) and written by one task, in order.
+
+A client that leaves, or whose stream breaks, has its compiles cancelled (nobody
+else's); bytes that are not frames cost it the connection, never the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from .._version import __version__
+from ._paths import peer_uid
+from ._protocol import PROTOCOL, Closing, Error, Hello, Welcome, parse, send_form
+from ._requests import Host, Requests
+from ._wire import Message, WireError, encode, read_message
+
+__all__ = ("HELLO_TIMEOUT", "Greeter", "Session")
+
+logger = logging.getLogger("asynccomp.server")
+
+#: Seconds a new connection has to say hello.
+HELLO_TIMEOUT = 10.0
+# What writing to a client that went away raises.
+_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+
+
+class Greeter(Host, Protocol):
+    """What a session needs of its server besides running requests."""
+
+    def accepting(self) -> bool:
+        """Whether the server still takes clients (it stops: it welcomes none)."""
+        ...
+
+    def welcome(self) -> Welcome: ...
+
+
+class Session:
+    """One client: its stream, what goes out to it, and its requests."""
+
+    def __init__(self, server: Greeter, stream: anyio.abc.SocketStream) -> None:
+        self.server = server
+        self.stream = stream
+        self.receive = BufferedByteReceiveStream(stream)
+        self.pid: int | None = None
+        self.greeted = False
+        self.requests: Requests | None = None
+        self._out, self._queue = anyio.create_memory_object_stream[
+            tuple[Mapping[str, Any], Sequence[bytes]]
+        ](math.inf)
+        self.drained = anyio.Event()
+
+    @property
+    def open_requests(self) -> int:
+        return 0 if self.requests is None else len(self.requests.calls)
+
+    def post(self, message: Any, blobs: Sequence[bytes] = ()) -> None:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._out.send_nowait(send_form(message, blobs))
+
+    def close(self, reason: str) -> None:
+        """The server stops: tell a welcomed client why, then write no more."""
+        if self.greeted:
+            self.post(Closing(reason))
+        self._out.close()
+
+    async def run(self) -> None:
+        """Serve this client until it leaves (or the server cancels it)."""
+        try:
+            if not await self._trusted() or not await self._greet():
+                return
+            self.greeted = True
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._write, tg.cancel_scope)
+                self.requests = Requests(self.server, self, tg)
+                try:
+                    await self._read(self.requests)
+                finally:
+                    self.requests.cancel_all()
+                tg.cancel_scope.cancel()
+        except WireError as exc:  # bytes that are not frames: the stream is lost
+            logger.warning("a client broke the protocol: %s", exc)
+            with contextlib.suppress(*_GONE, WireError):
+                await self._say(Error(None, f"protocol error: {exc}", True))
+        except _GONE:
+            pass  # the client went away while we wrote to it
+        except Exception:  # a bug: it costs this client its connection, not the server
+            logger.exception("asynccomp server: a connection failed")
+        finally:
+            self._out.close()
+            if not self.greeted:
+                self.drained.set()  # nothing was written by a writer
+            with anyio.CancelScope(shield=True):
+                await self.stream.aclose()
+
+    async def _read(self, requests: Requests) -> None:
+        while True:
+            message = await read_message(self.receive)
+            if message is None:
+                return  # the client left: what it has running is dropped
+            requests.take(message)
+
+    async def _write(self, scope: anyio.CancelScope) -> None:
+        """Write what is posted until the queue is closed."""
+        try:
+            async for fields, blobs in self._queue:
+                for frame in encode(fields, blobs):
+                    await self.stream.send(frame)
+        except _GONE:
+            scope.cancel()  # the client is gone: its requests stop
+        finally:
+            self._queue.close()
+            self.drained.set()
+
+    async def _say(self, message: Any) -> None:
+        """Write one message now (before the writer runs: hello's answer)."""
+        for frame in encode(*send_form(message)):
+            await self.stream.send(frame)
+
+    async def _trusted(self) -> bool:
+        uid = peer_uid(self.stream.extra(anyio.abc.SocketAttribute.raw_socket))
+        if uid is None or uid == os.getuid():
+            return True
+        logger.warning("refused a client of uid %d", uid)
+        # Its hello is read first: closing with unread data would reset the connection,
+        # and the refusal would never be read.
+        with anyio.move_on_after(1), contextlib.suppress(WireError):
+            await read_message(self.receive)
+        await self._say(
+            Error(
+                None, f"refused: this compile server serves uid {os.getuid()}, not uid {uid}", True
+            )
+        )
+        return False
+
+    async def _greet(self) -> bool:
+        with anyio.move_on_after(HELLO_TIMEOUT):
+            message = await read_message(self.receive)
+            if message is None:
+                return False
+            try:
+                hello = _hello(message)
+            except WireError as exc:
+                await self._say(Error(None, f"protocol error: {exc}", True))
+                return False
+            if hello.protocol != PROTOCOL or hello.version != __version__:
+                await self._say(
+                    Error(
+                        None,
+                        f"version mismatch: this compile server is asynccomp {__version__} "
+                        f"(protocol {PROTOCOL}); the client is asynccomp {hello.version} "
+                        f"(protocol {hello.protocol})",
+                        True,
+                    )
+                )
+                return False
+            if not self.server.accepting():
+                # It stops (idle, or told to): closed at hello, the client starts a new
+                # server rather than losing its first job to a Closing.
+                return False
+            self.pid = hello.pid
+            await self._say(self.server.welcome())
+            return True
+        return False
+
+
+def _hello(message: Message) -> Hello:
+    hello = parse(message)
+    if not isinstance(hello, Hello):
+        raise WireError(f"expected hello, got {message.type!r}")
+    return hello
