@@ -38,7 +38,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..errors import InvalidJob
 from ._auth import MISSING_KEY, RemoteAuth
-from ._remote import RemoteCache, _is_seconds, redacted_url
+from ._remote import RemoteCache, _is_seconds, login_span, redacted_url
 
 __all__ = ("RedisCache", "RedisError")
 
@@ -72,6 +72,12 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
 }
 # The URL's names for the settings that differ.
 _URL_NAMES = {"max_entry_bytes": "max_entry"}
+_HOST_FORMS = "redis://[user:password@]host[:port][/db], an IPv6 host in brackets: [::1]"
+_ESCAPE_LOGIN = (
+    "an '@' after a '/', '?' or '#': in a password or user name these are "
+    "percent-encoded (%2F, %3F, %23, and '@' as %40: urllib.parse.quote(password, "
+    "safe='')), in a socket path '@' is %40"
+)
 
 
 class RedisError(Exception):
@@ -203,42 +209,54 @@ class RedisCache(RemoteCache):
         def refuse(problem: str) -> InvalidJob:
             return InvalidJob("remote_cache", shown, problem)
 
+        # A parser's own messages are never passed on: they quote the parts they could
+        # not take ("Port could not be cast to integer value as 'hunter2'"), and with an
+        # unescaped "/", "?" or "#" in a password those parts are the password.
+        span = login_span(url)
+        if span is not None and any(c in url[span[0] : span[1]] for c in "/?#"):
+            raise refuse(_ESCAPE_LOGIN)
         try:
             parts = urlsplit(url)
-            query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-            options: dict[str, Any] = {
-                "username": unquote(parts.username) if parts.username else None,
-                "password": unquote(parts.password) if parts.password is not None else None,
-            }
-            raw: dict[str, str] = {}
-            if parts.scheme == "unix":
-                if parts.hostname:
-                    raise refuse("a unix:// URL names a path: unix:///path/to/redis.sock")
-                options["unix_socket"] = unquote(parts.path)
-                raw["db"] = query.pop("db", "0")
-            else:
-                port = parts.port  # ValueError when it is not a port number
-                options["host"] = parts.hostname or "localhost"
-                options["port"] = 6379 if port is None else port
-                raw["db"] = parts.path.strip("/") or query.pop("db", "0")
-                options["tls"] = parts.scheme == "rediss"
-            for name, setting in (("ttl", "ttl"), ("max_entry", "max_entry_bytes")):
-                if name in query:
-                    raw[setting] = query.pop(name)
-            for setting, text in raw.items():
-                try:
-                    options[setting] = int(text)
-                except ValueError:
-                    name = _URL_NAMES.get(setting, setting)
-                    raise refuse(f"{name}={text!r}: {_CHECKS[setting][1]}") from None
-            if "timeout" in query:
-                text = query.pop("timeout")
-                try:
-                    options["timeout"] = float(text)
-                except ValueError:
-                    raise refuse(f"timeout={text!r}: {_CHECKS['timeout'][1]}") from None
-        except ValueError as exc:  # urlsplit: "Invalid IPv6 URL", a port out of range
-            raise refuse(f"not a URL that can be used: {exc}") from None
+        except ValueError:  # unpaired brackets, characters no host may have
+            raise refuse(f"not a URL that can be used: it does not parse ({_HOST_FORMS})") from None
+        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        options: dict[str, Any] = {
+            "username": unquote(parts.username) if parts.username else None,
+            "password": unquote(parts.password) if parts.password is not None else None,
+        }
+        raw: dict[str, str] = {}
+        if parts.scheme == "unix":
+            if parts.hostname:
+                raise refuse("a unix:// URL names a path: unix:///path/to/redis.sock")
+            options["unix_socket"] = unquote(parts.path)
+            raw["db"] = query.pop("db", "0")
+        else:
+            try:
+                port = parts.port
+            except ValueError:  # not a number, or out of range
+                raise refuse(
+                    f"not a URL that can be used: the port is not a number from 1 to 65535 "
+                    f"({_HOST_FORMS})"
+                ) from None
+            options["host"] = parts.hostname or "localhost"
+            options["port"] = 6379 if port is None else port
+            raw["db"] = parts.path.strip("/") or query.pop("db", "0")
+            options["tls"] = parts.scheme == "rediss"
+        for name, setting in (("ttl", "ttl"), ("max_entry", "max_entry_bytes")):
+            if name in query:
+                raw[setting] = query.pop(name)
+        for setting, text in raw.items():
+            try:
+                options[setting] = int(text)
+            except ValueError:
+                name = _URL_NAMES.get(setting, setting)
+                raise refuse(f"{name}={text!r}: {_CHECKS[setting][1]}") from None
+        if "timeout" in query:
+            text = query.pop("timeout")
+            try:
+                options["timeout"] = float(text)
+            except ValueError:
+                raise refuse(f"timeout={text!r}: {_CHECKS['timeout'][1]}") from None
         if query:
             raise refuse(f"unknown parameters: {', '.join(query)}")
         for setting in ("port", "db", "ttl", "max_entry_bytes", "timeout"):
