@@ -6,10 +6,12 @@ doctor` or `asynccomp cache stats` (run as a user runs them)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
 import os
+import pickle
 import subprocess
 import sys
 import warnings
@@ -115,7 +117,8 @@ def test_good_urls_still_make_stores(team_key: str) -> None:
     assert isinstance(store, RedisCache)
     assert (store.host, store.port, store.db, store.tls) == ("cache.example", 6380, 3, True)
     assert (store.ttl, store.timeout, store.max_entry_bytes) == (60, 0.25, 4096)
-    assert (store.username, store.password) == ("alice", PASSWORD)
+    assert store.username == "alice"
+    assert store.password is not None and store.password.reveal() == PASSWORD
     assert repr(store) == (
         f"RedisCache('rediss://alice:***@cache.example:6380/3', key_id="
         f"'{RemoteAuth(TEAM_KEY).key_id}')"
@@ -125,8 +128,42 @@ def test_good_urls_still_make_stores(team_key: str) -> None:
     assert "[::1]:6379" in repr(ipv6)
     unix = remote_cache_from_url(f"unix://:{PASSWORD}@/run/redis.sock?db=2")
     assert isinstance(unix, RedisCache)
-    assert (unix.unix_socket, unix.db, unix.password) == ("/run/redis.sock", 2, PASSWORD)
+    assert (unix.unix_socket, unix.db) == ("/run/redis.sock", 2)
+    assert unix.password is not None and unix.password.reveal() == PASSWORD
     assert PASSWORD not in repr(unix) + str(unix.describe())
+
+
+@pytest.mark.parametrize("made", ["from a URL", "by hand"])
+def test_the_store_keeps_its_password_out_of_vars_repr_and_pickles(
+    team_key: str, made: str
+) -> None:
+    if made == "by hand":
+        store = RedisCache("cache.example", username="alice", password=PASSWORD)
+    else:
+        store = RedisCache.from_url(f"redis://alice:{PASSWORD}@cache.example:6380/0")
+    assert store.password is not None and store.password.reveal() == PASSWORD
+    shown = [
+        repr(store),
+        str(store),
+        str(vars(store)),
+        repr(vars(store)),
+        repr(store.password),
+        str(store.password),
+        f"{store.password}",
+        f"{store.password!r:>20}",
+        store.describe(),
+        store.url(),
+    ]
+    assert [s for s in shown if PASSWORD in s] == []
+    assert "'_password': ***" in str(vars(store))
+    with pytest.raises(TypeError):
+        vars(store.password)  # no __dict__ of its own either
+    with pytest.raises(TypeError, match="not pickled"):
+        pickle.dumps(store.password)
+    with pytest.raises(TypeError, match="not pickled"):
+        pickle.dumps(store)  # nor the store that holds it
+    with pytest.raises(TypeError, match="not pickled"):
+        copy.deepcopy(store.password)
 
 
 def test_a_bad_environment_is_no_remote_tier_and_one_warning(

@@ -13,7 +13,9 @@ replacement, share a Redis without reading each other's entries as forged ones.
 
 Settings are checked when the store is made (a port of 0, a ``ttl`` of -5 or a
 ``timeout`` of NaN raise :class:`~asynccomp.InvalidJob` naming the setting), and the
-password is never shown: ``repr`` and errors give the URL as ``redis://:***@host``.
+password is never shown: ``repr`` and errors give the URL as ``redis://:***@host``, and
+the store keeps it in a :class:`~asynccomp.cache._secret.Secret` (``***`` in ``vars()``,
+never pickled).
 
 >>> from asynccomp.cache import RemoteAuth
 >>> cache = RedisCache.from_url(
@@ -39,6 +41,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from ..errors import InvalidJob
 from ._auth import MISSING_KEY, RemoteAuth
 from ._remote import RemoteCache, _is_seconds, login_span, redacted_url
+from ._secret import Secret
 
 __all__ = ("RedisCache", "RedisError")
 
@@ -177,7 +180,9 @@ class RedisCache(RemoteCache):
         where = unix_socket or f"{host}:{port}"
         super().__init__(f"redis {where}/{db}", auth=auth, retry_after=retry_after)
         self.host, self.port, self.unix_socket = host, port, unix_socket
-        self.db, self.username, self.password, self.tls = db, username, password, tls
+        self.db, self.username, self.tls = db, username, tls
+        # Never an attribute in clear: vars(), a debugger or a logged __dict__ show those.
+        self._password = None if password is None else Secret(password)
         self.ttl, self.max_entry_bytes = ttl, max_entry_bytes
         self.timeout, self.connect_timeout = timeout, connect_timeout
         self.prefix = prefix
@@ -185,6 +190,11 @@ class RedisCache(RemoteCache):
         self.namespace = f"{prefix}{self.auth.key_id}:"
         self._connection: _Connection | None = None
         self._lock: anyio.Lock | None = None
+
+    @property
+    def password(self) -> Secret | None:
+        """The password (shown as ``***``; ``.reveal()`` gives it), or ``None``."""
+        return self._password
 
     def url(self) -> str:
         """Where the store is, as a URL with the password hidden."""
@@ -285,8 +295,9 @@ class RedisCache(RemoteCache):
             stream = await anyio.connect_tcp(self.host, self.port)
         connection = _Connection(stream)
         try:
-            if self.password is not None:
-                login = [self.username, self.password] if self.username else [self.password]
+            if self._password is not None:
+                password = self._password.reveal()
+                login = [self.username, password] if self.username else [password]
                 await connection.command("AUTH", *login)
             if self.db:
                 await connection.command("SELECT", self.db)
