@@ -6,6 +6,8 @@ key files that others can read are refused; the key is shown nowhere."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import stat
 import subprocess
@@ -360,3 +362,50 @@ def test_key_file_modes_are_checked_by_bits_not_by_name(tmp_path: Path, no_key: 
     assert stat.S_IMODE(path.stat().st_mode) == 0o620
     with pytest.raises(InvalidJob, match="mode 0620"):
         RemoteAuth.from_file(str(path))
+
+
+# -- what the tag covers -----------------------------------------------------------------
+
+
+def _framed_tag(secret: str, magic: bytes, key: bytes, entry: bytes) -> bytes:
+    """The tag as the sealed format's documentation defines it (version 2)."""
+    message = magic + len(key).to_bytes(8, "big") + key + len(entry).to_bytes(8, "big") + entry
+    return hmac.new(secret.encode(), message, "sha256").digest()
+
+
+def test_the_tag_frames_the_cache_key_and_the_entry_by_their_lengths() -> None:
+    auth = RemoteAuth(TEAM_KEY)
+    key = hashlib.sha256(b"a kernel").hexdigest()
+    entry = b"an encoded entry"
+    sealed = auth.seal(key, entry)
+    assert sealed[:8] == b"ACAUTH2\0"
+    assert sealed[8:40] == _framed_tag(TEAM_KEY, b"ACAUTH2\0", key.encode(), entry)
+    assert sealed[40:] == entry and auth.unseal(key, sealed) == entry
+    # The first format (key and entry run together, no lengths) is not accepted.
+    v1_tag = hmac.new(TEAM_KEY.encode(), b"ACAUTH1\0" + key.encode() + entry, "sha256")
+    assert auth.unseal(key, b"ACAUTH1\0" + v1_tag.digest() + entry) is None
+    # Bytes moved from the entry to the key's end (what an unframed input allowed).
+    moved = _framed_tag(TEAM_KEY, b"ACAUTH2\0", key.encode() + entry[:1], entry[1:])
+    assert moved != sealed[8:40]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "AB" * 32,  # upper case: not what a SHA-256 hexdigest gives
+        "ab" * 31,
+        "ab" * 33,
+        "ab" * 31 + "zz",
+        "ab" * 32 + "\n",
+        " " + "ab" * 31 + "a",
+        "\u00e9" * 64,
+        "",
+    ],
+)
+def test_only_a_cache_key_is_sealed_or_unsealed(bad: str) -> None:
+    auth = RemoteAuth(TEAM_KEY)
+    with pytest.raises(InvalidJob, match="64 lowercase hex digits"):
+        auth.seal(bad, b"an encoded entry")
+    # A value whose tag is right for that key, as the team's own seal would make it.
+    tag = _framed_tag(TEAM_KEY, b"ACAUTH2\0", bad.encode(), b"an encoded entry")
+    assert auth.unseal(bad, b"ACAUTH2\0" + tag + b"an encoded entry") is None

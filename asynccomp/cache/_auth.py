@@ -9,11 +9,19 @@ owner can write it (see the README's Cache section).
 
 A sealed value (the remote tier's format; its magic carries the version)::
 
-    magic  8 bytes   b"ACAUTH1\\0"
-    tag   32 bytes   HMAC-SHA256(team key, magic + cache key (64 ASCII hex) + entry)
+    magic  8 bytes   b"ACAUTH2\\0"
+    tag   32 bytes   HMAC-SHA256(team key, magic
+                                 + len(cache key) (8 bytes, big-endian) + cache key
+                                 + len(entry) (8 bytes, big-endian) + entry)
     entry            the disk tier's encoding (magic, version, SHA-256, header, binary)
 
 The cache key is under the tag, so a sealed value moved to another key does not verify.
+Each field the tag covers is length-prefixed, so no two (key, entry) pairs give the same
+input (version 1 had ``magic + key + entry``: unambiguous only as long as every key was
+64 characters), and a cache key must be one: 64 lowercase hex digits (a SHA-256), else
+:meth:`RemoteAuth.unseal` refuses it and :meth:`RemoteAuth.seal` raises.
+:data:`SEAL_VERSION` names the format in the remote store's keys too, so values of
+another version are not even read (misses, not forgeries).
 
 The key comes from ``$ASYNCCOMP_REMOTE_CACHE_KEY`` (the secret itself) or
 ``$ASYNCCOMP_REMOTE_CACHE_KEY_FILE`` (a file of this user's that nobody else may read:
@@ -37,21 +45,34 @@ from __future__ import annotations
 import errno
 import hmac
 import os
+import re
 import stat
+import struct
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import InvalidJob
 
-__all__ = ("MISSING_KEY", "REMOTE_CACHE_KEY_ENV", "REMOTE_CACHE_KEY_FILE_ENV", "RemoteAuth")
+__all__ = (
+    "MISSING_KEY",
+    "REMOTE_CACHE_KEY_ENV",
+    "REMOTE_CACHE_KEY_FILE_ENV",
+    "SEAL_VERSION",
+    "RemoteAuth",
+    "is_cache_key",
+)
 
 #: The environment variable that holds the team's key itself.
 REMOTE_CACHE_KEY_ENV = "ASYNCCOMP_REMOTE_CACHE_KEY"
 #: The environment variable that names a file holding the team's key.
 REMOTE_CACHE_KEY_FILE_ENV = "ASYNCCOMP_REMOTE_CACHE_KEY_FILE"
 
-_MAGIC = b"ACAUTH1\0"
+#: The sealed format's version (in its magic and in the store's key names).
+SEAL_VERSION = 2
+_MAGIC = b"ACAUTH%d\0" % SEAL_VERSION
 _TAG = 32
+_LENGTH = struct.Struct(">Q")
+_CACHE_KEY = re.compile(r"[0-9a-f]{64}")
 _HEADER = len(_MAGIC) + _TAG
 # A key shorter than this is a password, not a key; 32 random bytes are the advice.
 _MIN_KEY_BYTES = 16
@@ -67,6 +88,11 @@ _TOO_SHORT = f"too short: a key has at least {_MIN_KEY_BYTES} bytes; {_HOW}"
 
 def _hidden(secret: bytes) -> str:
     return f"<a key of {len(secret)} bytes, not shown>"
+
+
+def is_cache_key(key: object) -> bool:
+    """Whether ``key`` is a cache key: 64 lowercase hex digits (a SHA-256)."""
+    return isinstance(key, str) and _CACHE_KEY.fullmatch(key) is not None
 
 
 class RemoteAuth:
@@ -96,20 +122,31 @@ class RemoteAuth:
         raise TypeError("a RemoteAuth holds a secret and is not pickled")
 
     def _tag(self, key: str, entry: bytes | memoryview) -> bytes:
+        # Every field length-prefixed: the input names its fields whatever their sizes.
+        raw = key.encode("ascii")
         mac = self._mac.copy()
         mac.update(_MAGIC)
-        mac.update(key.encode("ascii", "strict"))
+        mac.update(_LENGTH.pack(len(raw)))
+        mac.update(raw)
+        mac.update(_LENGTH.pack(len(entry)))
         mac.update(entry)
         return mac.digest()
 
     def seal(self, key: str, entry: bytes) -> bytes:
-        """``entry`` (an encoded entry) as the remote store keeps it under ``key``."""
+        """``entry`` (an encoded entry) as the remote store keeps it under ``key``.
+
+        Raises:
+            InvalidJob: ``key`` is not a cache key (64 lowercase hex digits).
+        """
+        if not is_cache_key(key):
+            raise InvalidJob("cache key", key, "must be 64 lowercase hex digits (a SHA-256)")
         return b"".join((_MAGIC, self._tag(key, entry), entry))
 
     def unseal(self, key: str, sealed: bytes) -> bytes | None:
         """The entry in ``sealed`` if someone holding this key sealed it for ``key``,
-        else ``None`` (forged, damaged, another key's, or not a sealed value)."""
-        if len(sealed) < _HEADER or not sealed.startswith(_MAGIC) or not key.isascii():
+        else ``None`` (forged, damaged, another key's, another format's, not a sealed
+        value, or ``key`` is not a cache key)."""
+        if len(sealed) < _HEADER or not sealed.startswith(_MAGIC) or not is_cache_key(key):
             return None
         entry = memoryview(sealed)[_HEADER:]
         if not hmac.compare_digest(self._tag(key, entry), sealed[len(_MAGIC) : _HEADER]):

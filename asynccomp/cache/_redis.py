@@ -7,9 +7,10 @@ backend and needs no dependency. Every request has a deadline (``timeout``, conn
 ``connect_timeout``); a failure closes the connection, and :class:`RemoteCache` answers
 misses until it is time to try again.
 
-Entries live under ``<prefix><key id>:<cache key>``: the key id names the team's key
-(:class:`~asynccomp.cache.RemoteAuth`), so teams with different keys, or a key and its
-replacement, share a Redis without reading each other's entries as forged ones.
+Entries live under ``<prefix><key id>:s<sealed format version>:<cache key>``: the key
+id names the team's key (:class:`~asynccomp.cache.RemoteAuth`), so teams with different
+keys, or a key and its replacement, share a Redis without reading each other's entries
+as forged ones; machines of another asynccomp that seals otherwise neither.
 
 Settings are checked when the store is made (a port of 0, a ``ttl`` of -5 or a
 ``timeout`` of NaN raise :class:`~asynccomp.InvalidJob` naming the setting), and the
@@ -39,7 +40,7 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..errors import InvalidJob
-from ._auth import MISSING_KEY, RemoteAuth
+from ._auth import MISSING_KEY, SEAL_VERSION, RemoteAuth
 from ._remote import RemoteCache, _is_seconds, login_span, redacted_url
 from ._secret import Secret
 
@@ -130,7 +131,7 @@ class _Connection:
 
 
 class RedisCache(RemoteCache):
-    """Entries in Redis under ``prefix + key id + ":" + key``, each kept ``ttl`` seconds.
+    """Entries in Redis under ``prefix + key id + ":s2:" + key``, each kept ``ttl`` seconds.
 
     ``host``/``port`` or ``unix_socket`` say where; ``password`` (and ``username``, for
     Redis 6 ACLs) and ``db`` how to log in; ``tls`` for ``rediss://``; ``auth`` the
@@ -186,8 +187,9 @@ class RedisCache(RemoteCache):
         self.ttl, self.max_entry_bytes = ttl, max_entry_bytes
         self.timeout, self.connect_timeout = timeout, connect_timeout
         self.prefix = prefix
-        #: Where this team's entries live: the prefix and the key's id.
-        self.namespace = f"{prefix}{self.auth.key_id}:"
+        #: Where this team's entries live: the prefix, the key's id and the sealed
+        #: format's version (values of another version are never read: plain misses).
+        self.namespace = f"{prefix}{self.auth.key_id}:s{SEAL_VERSION}:"
         self._connection: _Connection | None = None
         self._lock: anyio.Lock | None = None
 
