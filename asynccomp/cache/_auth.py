@@ -24,8 +24,11 @@ input (version 1 had ``magic + key + entry``: unambiguous only as long as every 
 another version are not even read (misses, not forgeries).
 
 The key comes from ``$ASYNCCOMP_REMOTE_CACHE_KEY`` (the secret itself) or
-``$ASYNCCOMP_REMOTE_CACHE_KEY_FILE`` (a file of this user's that nobody else may read:
-mode 0600 or 0400), or ``RemoteAuth(secret)``. It is never shown: not in ``repr``,
+``$ASYNCCOMP_REMOTE_CACHE_KEY_FILE`` (a regular file, not a link, of this user's, with no
+permission bits for group or others: see :meth:`RemoteAuth.from_file`), not both, or
+``RemoteAuth(secret)``. A key has at least 16 bytes, at least 8 of them different (so
+``"k" * 32`` or ``"abababab..."`` are refused); make one with
+``python -c 'import secrets; print(secrets.token_hex(32))'``. It is never shown: not in ``repr``,
 errors, logs, ``asynccomp doctor`` or ``asynccomp cache stats``, which show its *id*,
 an HMAC of a constant under the key (12 hex digits), so that machines can check they
 share one key.
@@ -74,20 +77,39 @@ _TAG = 32
 _LENGTH = struct.Struct(">Q")
 _CACHE_KEY = re.compile(r"[0-9a-f]{64}")
 _HEADER = len(_MAGIC) + _TAG
+_KEY_FILE_FLAGS = (
+    os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+)
 # A key shorter than this is a password, not a key; 32 random bytes are the advice.
 _MIN_KEY_BYTES = 16
+# Fewer different bytes than this is a placeholder ("k" * 32, "abab..."), not a random
+# key: token_hex(32) (the advice) has fewer than 8 different digits about never, 16
+# random bytes too; only a key of 16 hex digits falls short by chance (about 1 time in
+# 90), and is refused: 16 hex digits are 8 bytes of randomness, too few anyway.
+_MIN_DISTINCT_BYTES = 8
 _MAX_KEY_FILE_BYTES = 4096
 _HOW = (
     f"set {REMOTE_CACHE_KEY_ENV} to the team's key, or {REMOTE_CACHE_KEY_FILE_ENV} to a "
-    "file holding it (mode 0600); make one with: "
+    "file holding it (yours, not a link, chmod 600), not both; make one with: "
     "python -c 'import secrets; print(secrets.token_hex(32))'"
 )
-
-_TOO_SHORT = f"too short: a key has at least {_MIN_KEY_BYTES} bytes; {_HOW}"
 
 
 def _hidden(secret: bytes) -> str:
     return f"<a key of {len(secret)} bytes, not shown>"
+
+
+def _weakness(secret: bytes) -> str | None:
+    """Why ``secret`` is no key (never showing it), or ``None`` if it may be one."""
+    if len(secret) < _MIN_KEY_BYTES:
+        return f"too short: a key has at least {_MIN_KEY_BYTES} bytes; {_HOW}"
+    distinct = len(set(secret))
+    if distinct < _MIN_DISTINCT_BYTES:
+        return (
+            f"too weak: {distinct} different bytes, where a key has at least "
+            f"{_MIN_DISTINCT_BYTES} (a placeholder, not a random key); {_HOW}"
+        )
+    return None
 
 
 def is_cache_key(key: object) -> bool:
@@ -97,17 +119,19 @@ def is_cache_key(key: object) -> bool:
 
 class RemoteAuth:
     """The team's key, and what it proves of a remote entry: :meth:`seal` and
-    :meth:`unseal`. ``secret``: at least 16 bytes (a ``str`` is taken as UTF-8);
-    ``source`` says where it came from (shown instead of it).
+    :meth:`unseal`. ``secret``: at least 16 bytes, at least 8 of them different (a
+    ``str`` is taken as UTF-8); ``source`` says where it came from (shown instead of it).
 
     Raises:
-        InvalidJob: the secret is shorter than 16 bytes (the error does not show it).
+        InvalidJob: the secret is shorter than 16 bytes or has fewer than 8 different
+            bytes (the error does not show it).
     """
 
     def __init__(self, secret: str | bytes, *, source: str = "given") -> None:
         raw = secret.encode() if isinstance(secret, str) else bytes(secret)
-        if len(raw) < _MIN_KEY_BYTES:
-            raise InvalidJob("remote cache key", _hidden(raw), _TOO_SHORT)
+        weakness = _weakness(raw)
+        if weakness is not None:
+            raise InvalidJob("remote cache key", _hidden(raw), weakness)
         # Only the keyed state is kept (OpenSSL's HMAC object, copied per use), not the
         # secret as an attribute that a debugger or vars() would print.
         self._mac = hmac.new(raw, digestmod="sha256")
@@ -157,40 +181,68 @@ class RemoteAuth:
     def from_file(cls, path: str) -> RemoteAuth:
         """The key in the file ``path`` (surrounding blanks and newlines ignored).
 
+        The file must be a regular file itself, not a symbolic link (the folders on its
+        path may be links), belong to this user and have no permission bits for group
+        or others (``mode & 0o077 == 0``: 0600, 0400, 0700, 0500 all pass). It is
+        looked at with ``lstat`` first (a FIFO or a device is never opened), opened
+        with ``O_NOFOLLOW | O_NONBLOCK`` (a link or a FIFO swapped in since cannot be
+        followed or block), and checked again through the descriptor, which must be the
+        file ``lstat`` saw: the bytes read are those of the file checked.
+
         Raises:
-            InvalidJob: the file is missing, not a regular file, not this user's,
-                readable or writable by others, longer than 4 KiB or holds too short
-                a key.
+            InvalidJob: the file is missing, a link, not a regular file, not this
+                user's, has group or other permission bits, is longer than 4 KiB, or
+                holds too short or too weak a key.
         """
         field = REMOTE_CACHE_KEY_FILE_ENV
 
         def refuse(problem: str) -> InvalidJob:
             return InvalidJob(field, path, f"{problem}; {_HOW}")
 
+        def cannot(exc: OSError) -> InvalidJob:
+            return refuse(f"cannot be opened: {os.strerror(exc.errno or errno.EIO)}")
+
         try:
-            # Followed links are fine (a mounted secret is usually one); what is read
-            # is checked through the descriptor. O_NONBLOCK: a FIFO cannot hang us.
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            seen = os.lstat(path)
         except OSError as exc:
-            raise refuse(f"cannot be opened: {os.strerror(exc.errno or errno.EIO)}") from None
+            raise cannot(exc) from None
+        if stat.S_ISLNK(seen.st_mode):
+            # A link is how another file is swapped in under the name; its target may be
+            # any file of this user's that someone else knows the bytes of.
+            raise refuse(
+                "is a symbolic link: name the file itself (realpath gives it), or give "
+                f"the key in {REMOTE_CACHE_KEY_ENV}"
+            )
+        if not stat.S_ISREG(seen.st_mode):
+            raise refuse("is not a regular file")
+        try:
+            fd = os.open(path, _KEY_FILE_FLAGS)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # became a link since the lstat
+                raise refuse("is a symbolic link: name the file itself") from None
+            raise cannot(exc) from None
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise refuse("is not a regular file")
+            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (
+                seen.st_dev,
+                seen.st_ino,
+            ):
+                raise refuse("is not a regular file (or was replaced while it was opened)")
             if st.st_uid != os.getuid():
                 raise refuse(f"belongs to user id {st.st_uid}, not to this user ({os.getuid()})")
             if st.st_mode & 0o077:
                 raise refuse(
-                    f"has mode {stat.S_IMODE(st.st_mode):04o}: others may read or change "
-                    "it; chmod 600 it"
+                    f"has mode {stat.S_IMODE(st.st_mode):04o}: group or others may read or "
+                    "change it; chmod go= it (chmod 600)"
                 )
             data = os.read(fd, _MAX_KEY_FILE_BYTES + 1)
         finally:
             os.close(fd)
         if len(data) > _MAX_KEY_FILE_BYTES:
             raise refuse(f"is longer than {_MAX_KEY_FILE_BYTES} bytes: not a key file")
-        if len(data.strip()) < _MIN_KEY_BYTES:
-            raise refuse(f"holds {_hidden(data.strip())}: {_TOO_SHORT}")
+        weakness = _weakness(data.strip())
+        if weakness is not None:
+            raise InvalidJob(field, path, f"holds {_hidden(data.strip())}: {weakness}")
         return cls(data.strip(), source=f"${field} ({path})")
 
     @classmethod
@@ -199,8 +251,9 @@ class RemoteAuth:
         gives; ``None`` when neither is set (or both are empty).
 
         Raises:
-            InvalidJob: both are set, the key is too short, or the file is refused
-                (see :meth:`from_file`).
+            InvalidJob: both are set (an error, never one chosen over the other), the
+                key is too short or too weak, or the file is refused (see
+                :meth:`from_file`).
         """
         env = os.environ if environ is None else environ
         secret = env.get(REMOTE_CACHE_KEY_ENV, "").strip()
@@ -212,8 +265,9 @@ class RemoteAuth:
                 f"{REMOTE_CACHE_KEY_ENV} is set too: set one of them, not both",
             )
         if secret:
-            if len(secret.encode()) < _MIN_KEY_BYTES:
-                raise InvalidJob(REMOTE_CACHE_KEY_ENV, _hidden(secret.encode()), _TOO_SHORT)
+            weakness = _weakness(secret.encode())
+            if weakness is not None:
+                raise InvalidJob(REMOTE_CACHE_KEY_ENV, _hidden(secret.encode()), weakness)
             return cls(secret, source=f"${REMOTE_CACHE_KEY_ENV}")
         if path:
             return cls.from_file(str(Path(path).expanduser()))

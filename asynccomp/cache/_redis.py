@@ -20,12 +20,12 @@ never pickled).
 
 >>> from asynccomp.cache import RemoteAuth
 >>> cache = RedisCache.from_url(
-...     "redis://:secret@cache.example:6380/2?ttl=3600", auth=RemoteAuth("k" * 32)
+...     "redis://:secret@cache.example:6380/2?ttl=3600", auth=RemoteAuth("0123456789abcdef" * 2)
 ... )
 >>> (cache.host, cache.port, cache.db, cache.ttl)
 ('cache.example', 6380, 2, 3600)
 >>> cache
-RedisCache('redis://:***@cache.example:6380/2', key_id='7333d069d007')
+RedisCache('redis://:***@cache.example:6380/2', key_id='0e01edbff910')
 """
 
 from __future__ import annotations
