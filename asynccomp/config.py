@@ -202,7 +202,8 @@ class EngineConfig:
         (the one set of rules of every mode; no I/O):
 
         - an engine on a compile server (``server``) takes no runner settings: they
-          are the server's;
+          are the server's (but ``remote_cache=False``: a server it starts is started
+          without one);
         - an engine or a server whose executor may not fall back to local workers
           (``RayExecutor(fallback=False)``) takes no worker settings: the cluster's
           actors are its slots;
@@ -216,8 +217,10 @@ class EngineConfig:
                 "-j, --cache-dir, --ray)",
             )
         elif self.server is not None:
+            # remote_cache=False asks nothing of the server but to start without one.
+            exempt = ("remote_cache",) if self.remote_cache is False else ()
             self.refuse(
-                RUNNER_SETTINGS,
+                [s for s in RUNNER_SETTINGS if s not in exempt],
                 "server",
                 "set them on `asynccomp serve`, or leave server=None to compile in this process",
             )

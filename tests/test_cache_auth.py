@@ -6,6 +6,8 @@ key files that others can read are refused; the key is shown nowhere."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import stat
 import subprocess
@@ -234,14 +236,15 @@ def _key_file(folder: Path, mode: int, text: str = TEAM_KEY + "\n") -> Path:
     return path
 
 
-@pytest.mark.parametrize("mode", [0o600, 0o400])
-def test_a_key_file_of_this_user_that_nobody_else_reads(
+@pytest.mark.parametrize("mode", [0o600, 0o400, 0o700, 0o500])
+def test_a_key_file_of_this_user_without_group_or_other_bits(
     tmp_path: Path, no_key: None, monkeypatch: pytest.MonkeyPatch, mode: int
 ) -> None:
+    # What the README says is taken: any mode with owner bits only (mode & 0o077 == 0).
     path = _key_file(tmp_path, mode)
-    link = tmp_path / "link.key"  # a mounted secret is usually a link
-    link.symlink_to(path)
-    for given in (path, link):
+    linked = tmp_path / "linked-folder"  # a link among the folders is fine
+    linked.symlink_to(tmp_path, target_is_directory=True)
+    for given in (path, linked / path.name):
         monkeypatch.setenv(REMOTE_CACHE_KEY_FILE_ENV, str(given))
         auth = RemoteAuth.from_environment()
         assert auth is not None and auth.key_id == RemoteAuth(TEAM_KEY).key_id
@@ -253,20 +256,54 @@ def _fifo_key(folder: Path) -> Path:
     return folder / "fifo.key"
 
 
+def _link_to(target: Callable[[Path], Path | str]) -> Callable[[Path], Path]:
+    def make(folder: Path) -> Path:
+        link = folder / "link.key"
+        link.symlink_to(target(folder))
+        return link
+
+    return make
+
+
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize(
     ("make", "problem"),
     [
-        (lambda d: _key_file(d, 0o644), "mode 0644: others may read"),
+        (lambda d: _key_file(d, 0o644), "mode 0644: group or others may read"),
         (lambda d: _key_file(d, 0o660), "mode 0660"),
         (lambda d: _key_file(d, 0o602), "mode 0602"),
         (lambda d: d / "missing.key", "cannot be opened: No such file"),
+        (lambda d: _key_file(d, 0o710), "mode 0710: group or others"),
         (lambda d: _key_file(d, 0o600, "short\n"), "too short"),
+        (lambda d: _key_file(d, 0o600, "k" * 32), "too weak: 1 different bytes"),
+        (lambda d: _key_file(d, 0o600, "0123456" * 5), "too weak: 7 different bytes"),
         (lambda d: _key_file(d, 0o600, "x" * 5000), "longer than 4096 bytes"),
         (lambda d: d, "not a regular file"),
         (_fifo_key, "not a regular file"),
+        (lambda d: Path("/dev/null"), "not a regular file"),
+        (_link_to(lambda d: _key_file(d, 0o600)), "is a symbolic link"),
+        (_link_to(_fifo_key), "is a symbolic link"),
+        (_link_to(lambda d: "/dev/zero"), "is a symbolic link"),
+        (_link_to(lambda d: d / "nothing"), "is a symbolic link"),
     ],
-    ids=["0644", "0660", "0602", "missing", "short", "long", "folder", "fifo"],
+    ids=[
+        "0644",
+        "0660",
+        "0602",
+        "missing",
+        "0710",
+        "short",
+        "one byte",
+        "seven bytes",
+        "long",
+        "folder",
+        "fifo",
+        "device",
+        "link to a good file",
+        "link to a fifo",
+        "link to /dev/zero",
+        "dangling link",
+    ],
 )
 def test_a_key_file_is_refused_with_a_clear_error(
     tmp_path: Path,
@@ -281,6 +318,7 @@ def test_a_key_file_is_refused_with_a_clear_error(
         RemoteAuth.from_environment()
     assert raised.value.field == REMOTE_CACHE_KEY_FILE_ENV
     assert TEAM_KEY not in str(raised.value) and "short" not in repr(raised.value.value)
+    assert "k" * 32 not in str(raised.value) and "0123456" not in str(raised.value)
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
@@ -306,6 +344,24 @@ def test_two_sources_or_a_short_key_are_refused(
     with pytest.raises(InvalidJob, match="too short: a key has at least 16 bytes") as raised:
         RemoteAuth.from_environment()
     assert "pass1234" not in str(raised.value)
+
+
+@pytest.mark.parametrize("weak", ["k" * 32, "ab" * 16, "0123456" * 4, b"\0" * 64])
+def test_a_placeholder_key_is_refused_wherever_it_comes_from(
+    no_key: None, monkeypatch: pytest.MonkeyPatch, weak: str | bytes
+) -> None:
+    with pytest.raises(InvalidJob, match=r"too weak: [1-7] different bytes") as raised:
+        RemoteAuth(weak)
+    shown = str(raised.value)
+    if isinstance(weak, str):
+        monkeypatch.setenv(REMOTE_CACHE_KEY_ENV, weak)
+        with pytest.raises(InvalidJob, match="too weak") as from_env:
+            RemoteAuth.from_environment()
+        assert from_env.value.field == REMOTE_CACHE_KEY_ENV
+        shown += str(from_env.value)
+        assert weak not in shown
+    assert "secrets.token_hex(32)" in shown  # how to make a real one
+    assert RemoteAuth("0123456789abcdef").key_id  # 16 bytes, 16 different: a key
 
 
 # -- the key is shown nowhere ------------------------------------------------------------
@@ -360,3 +416,50 @@ def test_key_file_modes_are_checked_by_bits_not_by_name(tmp_path: Path, no_key: 
     assert stat.S_IMODE(path.stat().st_mode) == 0o620
     with pytest.raises(InvalidJob, match="mode 0620"):
         RemoteAuth.from_file(str(path))
+
+
+# -- what the tag covers -----------------------------------------------------------------
+
+
+def _framed_tag(secret: str, magic: bytes, key: bytes, entry: bytes) -> bytes:
+    """The tag as the sealed format's documentation defines it (version 2)."""
+    message = magic + len(key).to_bytes(8, "big") + key + len(entry).to_bytes(8, "big") + entry
+    return hmac.new(secret.encode(), message, "sha256").digest()
+
+
+def test_the_tag_frames_the_cache_key_and_the_entry_by_their_lengths() -> None:
+    auth = RemoteAuth(TEAM_KEY)
+    key = hashlib.sha256(b"a kernel").hexdigest()
+    entry = b"an encoded entry"
+    sealed = auth.seal(key, entry)
+    assert sealed[:8] == b"ACAUTH2\0"
+    assert sealed[8:40] == _framed_tag(TEAM_KEY, b"ACAUTH2\0", key.encode(), entry)
+    assert sealed[40:] == entry and auth.unseal(key, sealed) == entry
+    # The first format (key and entry run together, no lengths) is not accepted.
+    v1_tag = hmac.new(TEAM_KEY.encode(), b"ACAUTH1\0" + key.encode() + entry, "sha256")
+    assert auth.unseal(key, b"ACAUTH1\0" + v1_tag.digest() + entry) is None
+    # Bytes moved from the entry to the key's end (what an unframed input allowed).
+    moved = _framed_tag(TEAM_KEY, b"ACAUTH2\0", key.encode() + entry[:1], entry[1:])
+    assert moved != sealed[8:40]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "AB" * 32,  # upper case: not what a SHA-256 hexdigest gives
+        "ab" * 31,
+        "ab" * 33,
+        "ab" * 31 + "zz",
+        "ab" * 32 + "\n",
+        " " + "ab" * 31 + "a",
+        "\u00e9" * 64,
+        "",
+    ],
+)
+def test_only_a_cache_key_is_sealed_or_unsealed(bad: str) -> None:
+    auth = RemoteAuth(TEAM_KEY)
+    with pytest.raises(InvalidJob, match="64 lowercase hex digits"):
+        auth.seal(bad, b"an encoded entry")
+    # A value whose tag is right for that key, as the team's own seal would make it.
+    tag = _framed_tag(TEAM_KEY, b"ACAUTH2\0", bad.encode(), b"an encoded entry")
+    assert auth.unseal(bad, b"ACAUTH2\0" + tag + b"an encoded entry") is None

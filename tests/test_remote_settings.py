@@ -6,10 +6,12 @@ doctor` or `asynccomp cache stats` (run as a user runs them)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
 import os
+import pickle
 import subprocess
 import sys
 import warnings
@@ -27,6 +29,7 @@ from asynccomp.cache import (
     remote_cache_from_environment,
     remote_cache_from_url,
 )
+from asynccomp.cache._remote import redacted_url
 
 from .kernels import ARCH, scale_kernel
 from .redis_server import TEAM_KEY, RedisServer, free_port, team_key
@@ -40,11 +43,11 @@ PASSWORD = "pa55-w0rd-that-must-not-leak"
 @pytest.mark.parametrize(
     ("url", "problem"),
     [
-        ("redis://[::1", "not a URL that can be used: Invalid IPv6 URL"),
+        ("redis://[::1", "not a URL that can be used: it does not parse"),
         (f"redis://:{PASSWORD}@[::1", "not a URL that can be used"),
         ("redis://localhost:0/0", "port 0: must be a port number, 1 to 65535"),
-        ("redis://localhost:70000/0", "not a URL that can be used: Port out of range"),
-        ("redis://localhost:port/0", "not a URL that can be used"),
+        ("redis://localhost:70000/0", "the port is not a number from 1 to 65535"),
+        ("redis://localhost:port/0", "the port is not a number from 1 to 65535"),
         ("redis://localhost/x", "db='x': must be a database number"),
         ("redis://localhost/0?ttl=-5", "ttl -5: must be a whole number of seconds >= 1"),
         ("redis://localhost/0?ttl=0", "ttl 0: must be"),
@@ -114,7 +117,8 @@ def test_good_urls_still_make_stores(team_key: str) -> None:
     assert isinstance(store, RedisCache)
     assert (store.host, store.port, store.db, store.tls) == ("cache.example", 6380, 3, True)
     assert (store.ttl, store.timeout, store.max_entry_bytes) == (60, 0.25, 4096)
-    assert (store.username, store.password) == ("alice", PASSWORD)
+    assert store.username == "alice"
+    assert store.password is not None and store.password.reveal() == PASSWORD
     assert repr(store) == (
         f"RedisCache('rediss://alice:***@cache.example:6380/3', key_id="
         f"'{RemoteAuth(TEAM_KEY).key_id}')"
@@ -124,8 +128,42 @@ def test_good_urls_still_make_stores(team_key: str) -> None:
     assert "[::1]:6379" in repr(ipv6)
     unix = remote_cache_from_url(f"unix://:{PASSWORD}@/run/redis.sock?db=2")
     assert isinstance(unix, RedisCache)
-    assert (unix.unix_socket, unix.db, unix.password) == ("/run/redis.sock", 2, PASSWORD)
+    assert (unix.unix_socket, unix.db) == ("/run/redis.sock", 2)
+    assert unix.password is not None and unix.password.reveal() == PASSWORD
     assert PASSWORD not in repr(unix) + str(unix.describe())
+
+
+@pytest.mark.parametrize("made", ["from a URL", "by hand"])
+def test_the_store_keeps_its_password_out_of_vars_repr_and_pickles(
+    team_key: str, made: str
+) -> None:
+    if made == "by hand":
+        store = RedisCache("cache.example", username="alice", password=PASSWORD)
+    else:
+        store = RedisCache.from_url(f"redis://alice:{PASSWORD}@cache.example:6380/0")
+    assert store.password is not None and store.password.reveal() == PASSWORD
+    shown = [
+        repr(store),
+        str(store),
+        str(vars(store)),
+        repr(vars(store)),
+        repr(store.password),
+        str(store.password),
+        f"{store.password}",
+        f"{store.password!r:>20}",
+        store.describe(),
+        store.url(),
+    ]
+    assert [s for s in shown if PASSWORD in s] == []
+    assert "'_password': ***" in str(vars(store))
+    with pytest.raises(TypeError):
+        vars(store.password)  # no __dict__ of its own either
+    with pytest.raises(TypeError, match="not pickled"):
+        pickle.dumps(store.password)
+    with pytest.raises(TypeError, match="not pickled"):
+        pickle.dumps(store)  # nor the store that holds it
+    with pytest.raises(TypeError, match="not pickled"):
+        copy.deepcopy(store.password)
 
 
 def test_a_bad_environment_is_no_remote_tier_and_one_warning(
@@ -208,3 +246,120 @@ def test_doctor_and_cache_stats_hide_the_password(tmp_path: Path, user: str) -> 
     assert shown in run("cache", "stats")
     remote = json.loads(run("cache", "stats", "--json"))["remote"]
     assert remote["url"].startswith(shown) and remote["reachable"] is False
+
+
+# -- passwords a URL parser splits --------------------------------------------------------
+
+# Passwords as a user pastes them, unescaped. Each ends the host part early for a URL
+# parser, whose errors quote what it could not take ("Port could not be cast to integer
+# value as ':S3cr3tHead'"), or makes later parts (the port, the db) pieces of it.
+HOSTILE = [
+    "S3cr3tHead/T4ilPart",
+    "S3cr3tHead?T4ilPart",
+    "S3cr3tHead#T4ilPart",
+    "S3cr3tHead/x@y?T4ilPart",
+    "12/S3cr3tHead@T4ilPart",
+    "S3cr3tHead[T4ilPart",
+    "S3cr3tHead]T4ilPart",
+    "S3cr3tHead:T4ilPart/",
+    "\uff03S3cr3tHead/T4ilPart",
+]
+
+
+def _leaks(text: str) -> bool:
+    return "S3cr3tHead" in text or "T4ilPart" in text
+
+
+@pytest.mark.parametrize("user", ["", "alice"])
+@pytest.mark.parametrize("password", HOSTILE)
+def test_a_password_a_parser_splits_is_never_shown(
+    team_key: str, monkeypatch: pytest.MonkeyPatch, password: str, user: str
+) -> None:
+    url = f"redis://{user}:{password}@127.0.0.1:6379/0"
+    assert not _leaks(redacted_url(url))
+    assert redacted_url(url).startswith(f"redis://{user}:***@127.0.0.1:6379/0")
+    refused = []
+    for make in (
+        lambda: RedisCache.from_url(url),
+        lambda: remote_cache_from_url(url),
+        lambda: Engine(arch=ARCH, remote_cache=url),
+    ):
+        with pytest.raises(InvalidJob) as raised:
+            make()
+        refused.append(raised.value)
+    monkeypatch.setenv(REMOTE_CACHE_ENV, url)
+    with pytest.raises(InvalidJob) as raised:
+        Engine(arch=ARCH)  # from the environment
+    refused.append(raised.value)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert remote_cache_from_environment(strict=False) is None  # what the facade says
+    assert [w.category for w in caught] == [RemoteCacheWarning]
+    for error in refused:
+        assert error.field == "remote_cache"
+        shown = f"{error} {error.args!r} {error.value!r} {error.__cause__!r}"
+        assert not _leaks(shown), shown
+        assert "percent-encoded" in str(error) or "does not parse" in str(error)
+    assert not _leaks(str(caught[0].message)), caught[0].message
+
+
+@pytest.mark.parametrize("password", HOSTILE[:3] + HOSTILE[5:6])
+def test_doctor_and_cache_stats_hide_a_password_a_parser_splits(
+    tmp_path: Path, password: str
+) -> None:
+    env = {**os.environ, "ASYNCCOMP_CACHE_DIR": str(tmp_path)}
+    env[REMOTE_CACHE_ENV] = f"redis://:{password}@127.0.0.1:{free_port()}/0"
+    env["ASYNCCOMP_REMOTE_CACHE_KEY"] = TEAM_KEY
+
+    def run(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "asynccomp", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert not _leaks(proc.stdout + proc.stderr), proc.stdout + proc.stderr
+        return proc.stdout
+
+    assert "the remote cache is not used: invalid remote_cache 'redis://:***@" in run("doctor")
+    doctor = json.loads(run("doctor", "--json"))
+    assert doctor["remote_cache"].startswith("redis://:***@127.0.0.1:")
+    assert any("the remote cache is not used" in note for note in doctor["notes"])
+    assert "(NOT USED: invalid remote_cache 'redis://:***@127.0.0.1:" in run("cache", "stats")
+    remote = json.loads(run("cache", "stats", "--json"))["remote"]
+    assert remote["url"].startswith("redis://:***@127.0.0.1:") and "error" in remote
+
+
+def test_a_server_refusing_such_a_password_shows_it_nowhere(
+    team_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asynccomp import ServerError, SyncEngine
+    from asynccomp.server import server_paths
+
+    from .servers import server_folder
+
+    monkeypatch.setenv(REMOTE_CACHE_ENV, f"redis://:{HOSTILE[0]}@127.0.0.1:6379/0")
+    with server_folder() as folder:
+        monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(folder))
+        # Started by a client, as a user's first Engine(server="auto") starts it.
+        engine = SyncEngine(arch=ARCH, server="auto")
+        with pytest.raises(ServerError, match="did not start") as raised:
+            engine.start()
+        assert "percent-encoded" in str(raised.value)
+        assert not _leaks(str(raised.value)), raised.value
+        # In the foreground, as a service manager runs it: its stderr and its log.
+        proc = subprocess.run(
+            [sys.executable, "-m", "asynccomp", "serve", "--server-dir", str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 2 and "percent-encoded" in proc.stderr
+        assert not _leaks(proc.stdout + proc.stderr)
+        log = server_paths(folder).log
+        assert not _leaks(log.read_text() if log.exists() else "")

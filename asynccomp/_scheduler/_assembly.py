@@ -118,7 +118,12 @@ async def _on_server(
 
     server = config.server
     assert server is not None
-    client = ServerClient(None if server == "auto" else Path(server))
+    socket = None if server == "auto" else Path(server)
+    # remote_cache=False is the one remote setting an engine on a server takes.
+    if config.remote_cache is False:
+        client = ServerClient(socket, remote_cache=False)
+    else:
+        client = ServerClient(socket)
     stack.push_async_callback(client.aclose)
     await client.start(task_group)
     toolkit = client.toolkit

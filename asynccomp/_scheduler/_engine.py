@@ -87,7 +87,12 @@ class Engine(EngineView):
             :func:`~asynccomp.cache.remote_cache_from_url`) or a
             :class:`~asynccomp.cache.RemoteCache`; ``None`` (the default) uses
             ``$ASYNCCOMP_REMOTE_CACHE`` when it is set, ``False`` none. A remote that is
-            down or slow never fails or stalls a compile.
+            down or slow never fails or stalls a compile. On a compile server the remote
+            tier is the server's; ``False`` is the one value taken there: a server this
+            engine starts is started without ``$ASYNCCOMP_REMOTE_CACHE`` (and without the
+            key's variables), and this process's ``$ASYNCCOMP_REMOTE_CACHE`` is not
+            compared with the server's (one warning if the server has a remote tier all
+            the same); what the TVM facade does with a remote setting it cannot use.
         server: ``"auto"``: run the compiles on this user's compile server
             (:mod:`asynccomp.server`), starting it if none runs, instead of starting
             workers in this process; a path: the socket of a running server (checked to

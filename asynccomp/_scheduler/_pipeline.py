@@ -9,7 +9,8 @@ of the compile server, which runs one for every client of the machine. For each 
    -estimate, sequence)``, so calls are served in the order they came and the longest
    compiles of a call start first.
 2. The cache is asked: the memory tier at once, the disk tier with one thread call per
-   chunk, then the remote tier. Hits end there.
+   chunk, the dependency checks of what was found, then the remote tier, all in threads
+   of the cache's own under one deadline per chunk (:mod:`._lookups`). Hits end there.
 3. A miss whose key is being compiled already follows that compile (:mod:`._coalesce`);
    otherwise it is queued for a slot of its backend (:mod:`._dispatch`).
 4. When a slot frees, the queue starts the compile as a task of its call's task group;
@@ -27,7 +28,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import AsyncIterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -37,13 +38,15 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ..backends import BackendOutput, CompilerBackend, PreparedCompile
-from ..cache import CacheEntry, ResultCache
+from ..cache import CacheEntry
 from ..cache._deps import Dependency, include_dirs_of, scan_includes, snapshot
 from ..cache._remote import RemoteWriter
+from ..cache._results import RemoteVerdict, ResultCache, check_cost, has_dependencies
 from ..runner import Answer, CompileRequest, Outcome, RunEvents, Runner
 from ..toolkit import Toolkit
 from ._coalesce import Coalescer
 from ._dispatch import Entry, SlotQueue
+from ._lookups import LOOKUP_LIMIT, Lookups
 
 __all__ = ("CHUNK", "Scheduler")
 
@@ -52,11 +55,6 @@ logger = logging.getLogger("asynccomp")
 #: Requests looked up per step: small enough that a step never holds the event loop for
 #: long, large enough that a disk lookup's thread hop is shared.
 CHUNK = 64
-#: Threads for cache lookups (disk reads, dependency checks): a few, apart from anyio's
-#: shared ones, so that slow lookups never starve a compile of a thread.
-LOOKUP_THREADS = 4
-#: The longest a chunk's cache lookups may take before its jobs are compiled instead.
-LOOKUP_LIMIT = 30.0
 
 
 class _Call:
@@ -134,7 +132,8 @@ class Scheduler(Runner):
         self._calls = itertools.count()
         self._sequence = itertools.count()
         self._warming: anyio.Event | None = None
-        self._lookups = anyio.CapacityLimiter(LOOKUP_THREADS)
+        #: The cache lookups' own threads (:mod:`._lookups`).
+        self.lookups = Lookups()
         #: Compiles running now.
         self.running = 0
         # What the toolkit's include fingerprint covers: headers under these are not
@@ -241,7 +240,11 @@ class Scheduler(Runner):
             await self._look_up(items)
 
     async def _look_up(self, items: list[_Item]) -> None:
-        """End the cache hits among ``items``; queue (or coalesce) the misses."""
+        """End the cache hits among ``items``; queue (or coalesce) the misses.
+
+        The blocking steps run in the lookup pools under one deadline for the chunk: the
+        earliest timeout of its jobs, at most LOOKUP_LIMIT. Whatever is answered by then
+        keeps its answer; the rest is a miss, compiled instead."""
         cache = self.cache
         if cache is None:
             for item in items:
@@ -249,28 +252,45 @@ class Scheduler(Runner):
             return
         keys = [item.key for item in items if item.key is not None]
         assert len(keys) == len(items)
-        in_memory = [cache.from_memory(key) for key in keys]
-        # Memory hits without dependencies are answered here; disk reads and dependency
-        # checks block, and go to a thread in one hop for the chunk.
-        blocking = [
-            i
-            for i, e in enumerate(in_memory)
-            if (e is None and cache.disk is not None) or (e is not None and e.metadata.get("deps"))
-        ]
-        entries = list(in_memory)
-        cache.stats.add(
-            memory_hits=len([e for e in in_memory if e is not None])
-            - len([i for i in blocking if in_memory[i] is not None])
+        limit = min(
+            [LOOKUP_LIMIT, *(i.prepared.timeout for i in items if i.prepared.timeout is not None)]
         )
-        if blocking:
-            checked = await self._checked(
-                cache, [keys[i] for i in blocking], [in_memory[i] for i in blocking], items
+        deadline = anyio.current_time() + limit
+        entries: list[CacheEntry | None] = [cache.from_memory(key) for key in keys]
+        in_memory = [entry is not None for entry in entries]
+        # 1. The disk tier, for what memory does not hold (bounded reads).
+        reads = [i for i, entry in enumerate(entries) if entry is None]
+        if reads and cache.disk is not None:
+            found = await self.lookups.each(
+                "reads", _read_disk(cache), [keys[i] for i in reads], deadline=deadline
             )
-            for i, entry in zip(blocking, checked, strict=True):
+            for i, entry in zip(reads, found, strict=True):
                 entries[i] = entry
+        # 2. The dependency checks of what was found (these may take a while), the
+        # cheapest first: what is answered by the deadline keeps its answer, so one
+        # entry with many large headers does not cost the others theirs.
+        checks = [i for i, e in enumerate(entries) if e is not None and has_dependencies(e)]
+        checks.sort(key=lambda i: check_cost(entries[i]))
+        stale = 0
+        if checks:
+            fresh = await self.lookups.each(
+                "checks", _check(cache), [entries[i] for i in checks], deadline=deadline
+            )
+            for i, verdict in zip(checks, fresh, strict=True):
+                if verdict is not True:  # stale (False), or not checked in time (None)
+                    stale += verdict is False
+                    entries[i] = None
+        disk_hits = 0
+        for i, entry in enumerate(entries):
+            if entry is not None and not in_memory[i]:
+                disk_hits += 1
+                cache.keep(keys[i], entry)
+        memory_hits = sum(e is not None for e in entries) - disk_hits
+        cache.count_local(memory_hits=memory_hits, disk_hits=disk_hits, stale=stale)
+        # 3. The remote tier, for what is missing still.
         missing = [i for i, entry in enumerate(entries) if entry is None]
         if missing and cache.remote is not None:
-            remote = await cache.from_remote([keys[i] for i in missing])
+            remote = await self._remote(cache, [keys[i] for i in missing], deadline)
             for i, entry in zip(missing, remote, strict=True):
                 entries[i] = entry
         cache.stats.add(misses=sum(entry is None for entry in entries))
@@ -282,26 +302,23 @@ class Scheduler(Runner):
                 output, filename = cache.output(entry)
                 item.call.end(item.index, Outcome(output, "cache", 0.0, filename))
 
-    async def _checked(
-        self,
-        cache: ResultCache,
-        keys: list[str],
-        found: list[CacheEntry | None],
-        items: list[_Item],
+    async def _remote(
+        self, cache: ResultCache, wanted: list[str], deadline: float
     ) -> list[CacheEntry | None]:
-        """The disk tier's entries and the dependency checks of ``keys``, in a thread of
-        the cache's own (lookups never take the threads compiles need), under the
-        earliest timeout of the chunk's jobs (at most LOOKUP_LIMIT) and the caller's
-        cancellation: whatever is not checked by then is a miss (compiled instead)."""
-        limit = min(
-            [LOOKUP_LIMIT, *(i.prepared.timeout for i in items if i.prepared.timeout is not None)]
+        """The remote tier's verified entries for ``wanted``: the network under the
+        chunk's deadline too (the store has short timeouts of its own), the
+        verification in the ``checks`` pool."""
+        blobs: list[bytes | None] = [None] * len(wanted)
+        with anyio.CancelScope(deadline=deadline):
+            blobs = await cache.remote_blobs(wanted)
+        if not any(blob is not None for blob in blobs):
+            return [None] * len(wanted)
+        pairs = list(zip(wanted, blobs, strict=True))
+        verdicts = await self.lookups.each(
+            "checks", _verify_remote(cache), pairs, deadline=deadline
         )
-        with anyio.move_on_after(limit):
-            return await anyio.to_thread.run_sync(
-                cache.local, keys, found, abandon_on_cancel=True, limiter=self._lookups
-            )
-        logger.warning("asynccomp: cache lookups took over %g s; compiling instead", limit)
-        return [None] * len(keys)
+        cache.count_remote(verdicts)
+        return [None if v is None else v.entry for v in verdicts]
 
     def _enqueue(self, item: _Item) -> None:
         """Follow an identical compile under way, or queue for a slot."""
@@ -414,6 +431,27 @@ class Scheduler(Runner):
         for f in self.coalescer.finish(leader.key, leader):
             del f.call.following[f.index]
             self._enqueue(f)
+
+
+# The lookups' work, as the pools take it: (item, stopped) -> answer.
+
+
+def _read_disk(cache: ResultCache) -> Callable[[str, Callable[[], bool]], CacheEntry | None]:
+    return lambda key, stopped: cache.read_disk(key)
+
+
+def _check(cache: ResultCache) -> Callable[[CacheEntry | None, Callable[[], bool]], bool]:
+    def check(entry: CacheEntry | None, stopped: Callable[[], bool]) -> bool:
+        assert entry is not None
+        return cache.fresh(entry, stopped)
+
+    return check
+
+
+def _verify_remote(
+    cache: ResultCache,
+) -> Callable[[tuple[str, bytes | None], Callable[[], bool]], RemoteVerdict]:
+    return lambda pair, stopped: cache.verify_remote(pair[0], pair[1], stopped)
 
 
 def _internal(prepared: PreparedCompile, exc: BaseException, answer: Answer) -> Outcome:

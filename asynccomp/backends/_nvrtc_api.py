@@ -6,6 +6,16 @@ errors, an empty output and NVRTC API errors all come back as a
 :class:`~asynccomp.backends._base.BackendOutput`, so one job never takes its batch (or
 its worker process) down.
 
+Only NVRTC's verdict on the job's input is status ``failed``, the one failure a cache may
+keep (``Engine(cache_failures=True)``): ``NVRTC_ERROR_COMPILATION`` (the source does not
+compile) and ``NVRTC_ERROR_INVALID_OPTION`` (an option NVRTC does not take: the job's
+own options, in its cache key, refused the same way every time). Every other result
+(``NVRTC_ERROR_OUT_OF_MEMORY``, ``NVRTC_ERROR_INTERNAL_ERROR``,
+``NVRTC_ERROR_BUILTIN_OPERATION_FAILURE``, ``NVRTC_ERROR_TIME_FILE_WRITE_FAILED``, a
+result this module does not know...) says something about this machine or NVRTC at
+that moment, not about the source: status ``internal``, with an :class:`NvrtcError`
+naming the result as its cause, never cached (:func:`status_of`).
+
 A running compile is cancelled through ``nvrtcSetFlowCallback`` (NVRTC 12.8+): NVRTC
 calls back at points during the compile and stops with ``NVRTC_ERROR_CANCELLED`` once
 the callback returns 1. Those points can be seconds apart in a long front end, which is
@@ -31,7 +41,15 @@ from typing import Any
 
 from ._base import BackendOutput, PreparedCompile
 
-__all__ = ("PCH_HEAP_BYTES", "NvrtcApiError", "compile_prepared", "uses_pch")
+__all__ = (
+    "PCH_HEAP_BYTES",
+    "VERDICTS",
+    "NvrtcApiError",
+    "NvrtcError",
+    "compile_prepared",
+    "status_of",
+    "uses_pch",
+)
 
 #: The PCH heap a compile with ``-pch`` asks for (bytes); ``$ASYNCCOMP_NVRTC_PCH_HEAP``
 #: (bytes, as NVRTC's own ``$NVRTC_PCH_HEAP_SIZE``) changes it. A larger heap that
@@ -45,8 +63,38 @@ _heap_lock = threading.Lock()
 _FLOW_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
 
+#: The results of ``nvrtcCompileProgram`` that are NVRTC's verdict on the job's input.
+VERDICTS = frozenset({"NVRTC_ERROR_COMPILATION", "NVRTC_ERROR_INVALID_OPTION"})
+
+
 class NvrtcApiError(Exception):
     """An NVRTC call other than the compile itself failed (internal to this module)."""
+
+
+class NvrtcError(Exception):
+    """NVRTC failed a compile for a reason of its own, not a verdict on the source:
+    ``code`` is NVRTC's result (``"NVRTC_ERROR_OUT_OF_MEMORY"``). The cause of the job's
+    :class:`~asynccomp.InternalError`; plain arguments, so it crosses from a worker
+    process as it is."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}" if self.message != self.code else self.code
+
+
+def status_of(code: str) -> str:
+    """The status a compile whose ``nvrtcCompileProgram`` gave ``code`` (a result's
+    name) ends with: ``ok``, ``timeout`` (cancelled), ``failed`` (a verdict:
+    :data:`VERDICTS`) or ``internal`` (anything else, unknown results too)."""
+    if code == "NVRTC_SUCCESS":
+        return "ok"
+    if code == "NVRTC_ERROR_CANCELLED":
+        return "timeout"
+    return "failed" if code in VERDICTS else "internal"
 
 
 def _check(nvrtc: Any, err: Any, what: str) -> None:
@@ -151,7 +199,7 @@ def compile_prepared(
         err, prog = nvrtc.nvrtcCreateProgram(source, prepared.filename.encode(), 0, [], [])
         _check(nvrtc, err, "nvrtcCreateProgram")
     except (NvrtcApiError, UnicodeEncodeError) as exc:
-        return BackendOutput("internal", None, "", f"NVRTC program not created: {exc}")
+        return BackendOutput("internal", None, "", f"NVRTC program not created: {exc}", cause=exc)
     log = ""
     pch = uses_pch(prepared.options)
     try:
@@ -172,12 +220,24 @@ def compile_prepared(
                     "empty", None, log, f"NVRTC succeeded but produced no {prepared.output}"
                 )
             return BackendOutput("ok", binary, log)
-        if result == nvrtc.nvrtcResult.NVRTC_ERROR_CANCELLED or stopped:
+        code = getattr(result, "name", str(result))
+        status = status_of(code)
+        if status == "timeout" or stopped:
             return BackendOutput("timeout", None, log, "NVRTC compile cancelled")
         _, text = nvrtc.nvrtcGetErrorString(result)
         message = text.decode() if isinstance(text, bytes) else str(text)
-        return BackendOutput("failed", None, log, f"NVRTC compilation failed ({message})")
+        if status == "failed":
+            return BackendOutput("failed", None, log, f"NVRTC compilation failed ({message})")
+        # NVRTC's own failure (memory, an internal error, a file it could not write):
+        # says nothing of the source, so it is never cached as a verdict.
+        return BackendOutput(
+            "internal",
+            None,
+            log,
+            f"NVRTC failed for a reason of its own, not the source's ({message})",
+            cause=NvrtcError(code, message),
+        )
     except NvrtcApiError as exc:
-        return BackendOutput("internal", None, log, f"NVRTC API error: {exc}")
+        return BackendOutput("internal", None, log, f"NVRTC API error: {exc}", cause=exc)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ._files import digest_regular
+from ._files import Stopped, digest_regular
 from ._includes import READ_LIMIT, IncludeSearch, UnknownIncludes, include_dirs_of, scan_includes
 
 __all__ = (
     "Dependency",
+    "Stopped",
     "IncludeSearch",
     "UnknownIncludes",
     "dependencies_changed",
@@ -104,7 +105,7 @@ def snapshot(
     return deps
 
 
-def _changed(dep: Dependency) -> bool:
+def _changed(dep: Dependency, stopped: Callable[[], bool] | None = None) -> bool:
     try:
         st = os.stat(dep.path)
     except (FileNotFoundError, NotADirectoryError):
@@ -118,16 +119,27 @@ def _changed(dep: Dependency) -> bool:
     if st.st_size != dep.size or dep.size > READ_LIMIT:
         return True
     try:
-        _, digest = digest_regular(dep.path, dep.size)
+        _, digest = digest_regular(dep.path, dep.size, stopped)
     except OSError:
         return True  # not regular any more, unreadable, or changing
     return digest != dep.digest
 
 
-def dependencies_changed(deps: Iterable[Dependency]) -> bool:
+def dependencies_changed(
+    deps: Iterable[Dependency], stopped: Callable[[], bool] | None = None
+) -> bool:
     """Whether any dependency differs from what was recorded: a cheap ``stat`` for the
     unchanged ones (same size and mtime), the content's digest for the others (so a file
     only touched is still a hit). Anything odd (a FIFO, a device, a folder, a file that
     cannot be read or changes while read) counts as changed; nothing blocks or reads
-    more than the recorded size plus one byte."""
-    return any(_changed(dep) for dep in deps)
+    more than the recorded size plus one byte.
+
+    ``stopped``: asked before each dependency and each MiB read; once it is true, raises
+    :class:`~asynccomp.cache._files.Stopped` (neither changed nor unchanged: not known).
+    """
+    for dep in deps:
+        if stopped is not None and stopped():
+            raise Stopped(dep.path)
+        if _changed(dep, stopped):
+            return True
+    return False

@@ -9,6 +9,10 @@ again through the descriptor (the file read is the file checked: no stat-then-op
 race), and read up to the size it had when opened, plus one byte to notice growth.
 Everything else raises an :class:`OSError`, which the callers take as "not to be
 trusted": a miss, or a result not cached.
+
+A digest can be asked to stop (``stopped``, checked before every block of 1 MiB): it
+then raises :class:`Stopped`, which is not an ``OSError``: the file was not found
+changed, the caller gave up on it (a lookup past its deadline, or cancelled).
 """
 
 # String paths on purpose, as in _deps.py: the paths come from include lines and entries.
@@ -20,8 +24,9 @@ import errno
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 
-__all__ = ("FileChanged", "NotRegularFile", "digest_regular", "read_regular")
+__all__ = ("FileChanged", "NotRegularFile", "Stopped", "digest_regular", "read_regular")
 
 # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer (it is
 # then refused by the fstat check); O_NOCTTY: a terminal never becomes ours.
@@ -35,6 +40,10 @@ class NotRegularFile(OSError):
 
 class FileChanged(OSError):
     """The file grew, shrank or was modified while it was read, or is over the limit."""
+
+
+class Stopped(Exception):
+    """The caller asked the work to stop (not an ``OSError``: nothing was found wrong)."""
 
 
 def _open_regular(path: str) -> tuple[int, os.stat_result]:
@@ -88,9 +97,12 @@ def read_regular(path: str, limit: int) -> tuple[os.stat_result, bytes]:
         os.close(fd)
 
 
-def digest_regular(path: str, limit: int) -> tuple[os.stat_result, str]:
+def digest_regular(
+    path: str, limit: int, stopped: Callable[[], bool] | None = None
+) -> tuple[os.stat_result, str]:
     """The regular file's status (as opened) and SHA-256 (hex), read in blocks, when it
-    holds at most ``limit`` bytes; raises as :func:`read_regular` does."""
+    holds at most ``limit`` bytes; raises as :func:`read_regular` does, and
+    :class:`Stopped` once ``stopped()`` is true (asked before each block)."""
     fd, st = _open_regular(path)
     try:
         if st.st_size > limit:
@@ -99,6 +111,8 @@ def digest_regular(path: str, limit: int) -> tuple[os.stat_result, str]:
         read = 0
         left = st.st_size + 1
         while left > 0:
+            if stopped is not None and stopped():
+                raise Stopped(path)
             chunk = os.read(fd, min(left, _BLOCK))
             if not chunk:
                 break

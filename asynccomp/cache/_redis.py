@@ -7,22 +7,25 @@ backend and needs no dependency. Every request has a deadline (``timeout``, conn
 ``connect_timeout``); a failure closes the connection, and :class:`RemoteCache` answers
 misses until it is time to try again.
 
-Entries live under ``<prefix><key id>:<cache key>``: the key id names the team's key
-(:class:`~asynccomp.cache.RemoteAuth`), so teams with different keys, or a key and its
-replacement, share a Redis without reading each other's entries as forged ones.
+Entries live under ``<prefix><key id>:s<sealed format version>:<cache key>``: the key
+id names the team's key (:class:`~asynccomp.cache.RemoteAuth`), so teams with different
+keys, or a key and its replacement, share a Redis without reading each other's entries
+as forged ones; machines of another asynccomp that seals otherwise neither.
 
 Settings are checked when the store is made (a port of 0, a ``ttl`` of -5 or a
 ``timeout`` of NaN raise :class:`~asynccomp.InvalidJob` naming the setting), and the
-password is never shown: ``repr`` and errors give the URL as ``redis://:***@host``.
+password is never shown: ``repr`` and errors give the URL as ``redis://:***@host``, and
+the store keeps it in a :class:`~asynccomp.cache._secret.Secret` (``***`` in ``vars()``,
+never pickled).
 
 >>> from asynccomp.cache import RemoteAuth
 >>> cache = RedisCache.from_url(
-...     "redis://:secret@cache.example:6380/2?ttl=3600", auth=RemoteAuth("k" * 32)
+...     "redis://:secret@cache.example:6380/2?ttl=3600", auth=RemoteAuth("0123456789abcdef" * 2)
 ... )
 >>> (cache.host, cache.port, cache.db, cache.ttl)
 ('cache.example', 6380, 2, 3600)
 >>> cache
-RedisCache('redis://:***@cache.example:6380/2', key_id='7333d069d007')
+RedisCache('redis://:***@cache.example:6380/2', key_id='0e01edbff910')
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..errors import InvalidJob
-from ._auth import MISSING_KEY, RemoteAuth
-from ._remote import RemoteCache, _is_seconds, redacted_url
+from ._auth import MISSING_KEY, SEAL_VERSION, RemoteAuth
+from ._remote import RemoteCache, _is_seconds, login_span, redacted_url
+from ._secret import Secret
 
 __all__ = ("RedisCache", "RedisError")
 
@@ -72,6 +76,12 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
 }
 # The URL's names for the settings that differ.
 _URL_NAMES = {"max_entry_bytes": "max_entry"}
+_HOST_FORMS = "redis://[user:password@]host[:port][/db], an IPv6 host in brackets: [::1]"
+_ESCAPE_LOGIN = (
+    "an '@' after a '/', '?' or '#': in a password or user name these are "
+    "percent-encoded (%2F, %3F, %23, and '@' as %40: urllib.parse.quote(password, "
+    "safe='')), in a socket path '@' is %40"
+)
 
 
 class RedisError(Exception):
@@ -121,7 +131,7 @@ class _Connection:
 
 
 class RedisCache(RemoteCache):
-    """Entries in Redis under ``prefix + key id + ":" + key``, each kept ``ttl`` seconds.
+    """Entries in Redis under ``prefix + key id + ":s2:" + key``, each kept ``ttl`` seconds.
 
     ``host``/``port`` or ``unix_socket`` say where; ``password`` (and ``username``, for
     Redis 6 ACLs) and ``db`` how to log in; ``tls`` for ``rediss://``; ``auth`` the
@@ -171,14 +181,22 @@ class RedisCache(RemoteCache):
         where = unix_socket or f"{host}:{port}"
         super().__init__(f"redis {where}/{db}", auth=auth, retry_after=retry_after)
         self.host, self.port, self.unix_socket = host, port, unix_socket
-        self.db, self.username, self.password, self.tls = db, username, password, tls
+        self.db, self.username, self.tls = db, username, tls
+        # Never an attribute in clear: vars(), a debugger or a logged __dict__ show those.
+        self._password = None if password is None else Secret(password)
         self.ttl, self.max_entry_bytes = ttl, max_entry_bytes
         self.timeout, self.connect_timeout = timeout, connect_timeout
         self.prefix = prefix
-        #: Where this team's entries live: the prefix and the key's id.
-        self.namespace = f"{prefix}{self.auth.key_id}:"
+        #: Where this team's entries live: the prefix, the key's id and the sealed
+        #: format's version (values of another version are never read: plain misses).
+        self.namespace = f"{prefix}{self.auth.key_id}:s{SEAL_VERSION}:"
         self._connection: _Connection | None = None
         self._lock: anyio.Lock | None = None
+
+    @property
+    def password(self) -> Secret | None:
+        """The password (shown as ``***``; ``.reveal()`` gives it), or ``None``."""
+        return self._password
 
     def url(self) -> str:
         """Where the store is, as a URL with the password hidden."""
@@ -203,42 +221,54 @@ class RedisCache(RemoteCache):
         def refuse(problem: str) -> InvalidJob:
             return InvalidJob("remote_cache", shown, problem)
 
+        # A parser's own messages are never passed on: they quote the parts they could
+        # not take ("Port could not be cast to integer value as 'hunter2'"), and with an
+        # unescaped "/", "?" or "#" in a password those parts are the password.
+        span = login_span(url)
+        if span is not None and any(c in url[span[0] : span[1]] for c in "/?#"):
+            raise refuse(_ESCAPE_LOGIN)
         try:
             parts = urlsplit(url)
-            query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-            options: dict[str, Any] = {
-                "username": unquote(parts.username) if parts.username else None,
-                "password": unquote(parts.password) if parts.password is not None else None,
-            }
-            raw: dict[str, str] = {}
-            if parts.scheme == "unix":
-                if parts.hostname:
-                    raise refuse("a unix:// URL names a path: unix:///path/to/redis.sock")
-                options["unix_socket"] = unquote(parts.path)
-                raw["db"] = query.pop("db", "0")
-            else:
-                port = parts.port  # ValueError when it is not a port number
-                options["host"] = parts.hostname or "localhost"
-                options["port"] = 6379 if port is None else port
-                raw["db"] = parts.path.strip("/") or query.pop("db", "0")
-                options["tls"] = parts.scheme == "rediss"
-            for name, setting in (("ttl", "ttl"), ("max_entry", "max_entry_bytes")):
-                if name in query:
-                    raw[setting] = query.pop(name)
-            for setting, text in raw.items():
-                try:
-                    options[setting] = int(text)
-                except ValueError:
-                    name = _URL_NAMES.get(setting, setting)
-                    raise refuse(f"{name}={text!r}: {_CHECKS[setting][1]}") from None
-            if "timeout" in query:
-                text = query.pop("timeout")
-                try:
-                    options["timeout"] = float(text)
-                except ValueError:
-                    raise refuse(f"timeout={text!r}: {_CHECKS['timeout'][1]}") from None
-        except ValueError as exc:  # urlsplit: "Invalid IPv6 URL", a port out of range
-            raise refuse(f"not a URL that can be used: {exc}") from None
+        except ValueError:  # unpaired brackets, characters no host may have
+            raise refuse(f"not a URL that can be used: it does not parse ({_HOST_FORMS})") from None
+        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        options: dict[str, Any] = {
+            "username": unquote(parts.username) if parts.username else None,
+            "password": unquote(parts.password) if parts.password is not None else None,
+        }
+        raw: dict[str, str] = {}
+        if parts.scheme == "unix":
+            if parts.hostname:
+                raise refuse("a unix:// URL names a path: unix:///path/to/redis.sock")
+            options["unix_socket"] = unquote(parts.path)
+            raw["db"] = query.pop("db", "0")
+        else:
+            try:
+                port = parts.port
+            except ValueError:  # not a number, or out of range
+                raise refuse(
+                    f"not a URL that can be used: the port is not a number from 1 to 65535 "
+                    f"({_HOST_FORMS})"
+                ) from None
+            options["host"] = parts.hostname or "localhost"
+            options["port"] = 6379 if port is None else port
+            raw["db"] = parts.path.strip("/") or query.pop("db", "0")
+            options["tls"] = parts.scheme == "rediss"
+        for name, setting in (("ttl", "ttl"), ("max_entry", "max_entry_bytes")):
+            if name in query:
+                raw[setting] = query.pop(name)
+        for setting, text in raw.items():
+            try:
+                options[setting] = int(text)
+            except ValueError:
+                name = _URL_NAMES.get(setting, setting)
+                raise refuse(f"{name}={text!r}: {_CHECKS[setting][1]}") from None
+        if "timeout" in query:
+            text = query.pop("timeout")
+            try:
+                options["timeout"] = float(text)
+            except ValueError:
+                raise refuse(f"timeout={text!r}: {_CHECKS['timeout'][1]}") from None
         if query:
             raise refuse(f"unknown parameters: {', '.join(query)}")
         for setting in ("port", "db", "ttl", "max_entry_bytes", "timeout"):
@@ -267,8 +297,9 @@ class RedisCache(RemoteCache):
             stream = await anyio.connect_tcp(self.host, self.port)
         connection = _Connection(stream)
         try:
-            if self.password is not None:
-                login = [self.username, self.password] if self.username else [self.password]
+            if self._password is not None:
+                password = self._password.reveal()
+                login = [self.username, password] if self.username else [password]
                 await connection.command("AUTH", *login)
             if self.db:
                 await connection.command("SELECT", self.db)

@@ -44,6 +44,7 @@ __all__ = (
     "RemoteCache",
     "RemoteCacheWarning",
     "RemoteWriter",
+    "login_span",
     "redacted_url",
     "remote_cache_from_environment",
     "remote_cache_from_url",
@@ -222,27 +223,47 @@ def _is_seconds(value: object, *, zero: bool = False) -> bool:
 
 # A URL's query values worth showing; any other may be a secret (?password=...).
 _SHOWN_PARAMETERS = frozenset({"db", "ttl", "max_entry", "timeout"})
-# Up to the last "@": a password with "/", "?" or "#" in it (unquoted) is hidden too.
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)(.*)@", re.S)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def login_span(url: str) -> tuple[int, int] | None:
+    """Where the login of ``url`` is: from after ``//`` (after ``scheme:``, or the start,
+    when there is none) to its *last* ``@``, wherever that is. ``None``: no ``@`` there.
+
+    The last ``@`` of the whole URL, not of the host part a parser finds: a password
+    with an unescaped ``/``, ``?`` or ``#`` (``redis://:pa/ss@host``) ends that host
+    part early, and everything up to the last ``@`` may still be the password."""
+    slashes = url.find("//")
+    if slashes >= 0:
+        start = slashes + 2
+    else:
+        scheme = _SCHEME.match(url)
+        start = scheme.end() if scheme else 0
+    at = url.rfind("@")
+    return (start, at) if at >= start else None
 
 
 def redacted_url(url: object) -> str:
     """``url`` as it may be shown: a password is ``***`` (``redis://user:***@host``), a
     user name alone too (some clients take it for a password), and so are any query
-    value but ``db``, ``ttl``, ``max_entry`` and ``timeout``, and a fragment. Hides more
-    rather than less on URLs that do not parse.
+    value but ``db``, ``ttl``, ``max_entry`` and ``timeout``, and a fragment. Everything
+    up to the URL's last ``@`` counts as login (see :func:`login_span`), so a password
+    with ``/``, ``?``, ``#`` or ``@`` in it is hidden whole; hides more rather than less
+    on URLs that do not parse.
 
     >>> redacted_url("redis://:hunter2@cache:6379/0?ttl=60&password=x")
     'redis://:***@cache:6379/0?ttl=60&password=***'
+    >>> redacted_url("redis://alice:hun/ter?2#@cache:6379/0")
+    'redis://alice:***@cache:6379/0'
     """
     if not isinstance(url, str):
         return "<not a string>"
-
-    def userinfo(match: re.Match[str]) -> str:
-        user, colon, _ = match.group(2).partition(":")
-        return f"{match.group(1)}{user + ':' if colon else ''}***@"
-
-    shown, hash_mark, _ = _USERINFO.sub(userinfo, url, count=1).partition("#")
+    span = login_span(url)
+    if span is not None:
+        start, at = span
+        user, colon, _ = url[start:at].partition(":")
+        url = f"{url[:start]}{user + ':' if colon else ''}***{url[at:]}"
+    shown, hash_mark, _ = url.partition("#")
     base, mark, query = shown.partition("?")
     pairs = []
     for pair in query.split("&") if mark else ():

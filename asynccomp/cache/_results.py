@@ -34,10 +34,10 @@ import json
 import os
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio.to_thread
 
@@ -53,8 +53,11 @@ from ._remote import RemoteCache, warn_forged
 
 __all__ = (
     "CacheStats",
+    "RemoteVerdict",
     "ResultCache",
+    "check_cost",
     "compiler_identity",
+    "has_dependencies",
     "key_identity",
     "name_reaches_output",
 )
@@ -172,6 +175,14 @@ class CacheStats:
                 os.close(fd)
 
 
+class RemoteVerdict(NamedTuple):
+    """What a remote value was worth: its ``entry`` (``None``: a miss), and whether it
+    was ``forged`` (its seal did not verify)."""
+
+    entry: CacheEntry | None
+    forged: bool
+
+
 class ResultCache:
     """Memory + optional disk + optional remote cache of
     compiler outputs (:class:`~asynccomp.backends.BackendOutput`).
@@ -230,71 +241,111 @@ class ResultCache:
         """The memory tier's entry (its dependencies not checked yet)."""
         return self.memory.get(key)
 
+    def read_disk(self, key: str) -> CacheEntry | None:
+        """Blocking: the disk tier's entry for ``key``, its dependencies not checked yet
+        (bounded: an entry is a regular file of bounded size, opened without blocking)."""
+        return None if self.disk is None else self.disk.get(key)
+
+    @staticmethod
+    def fresh(entry: CacheEntry, stopped: Callable[[], bool] | None = None) -> bool:
+        """Blocking: whether ``entry``'s dependencies are as recorded (see
+        :func:`~asynccomp.cache._deps.dependencies_changed`; raises its ``Stopped``
+        once ``stopped()`` is true)."""
+        return not _stale(entry, stopped)
+
+    def count_local(self, *, memory_hits: int = 0, disk_hits: int = 0, stale: int = 0) -> None:
+        """Count what the local tiers answered (a disk hit is also kept in memory by
+        :meth:`keep`)."""
+        self.stats.add(memory_hits=memory_hits, disk_hits=disk_hits, stale=stale)
+
+    def keep(self, key: str, entry: CacheEntry) -> None:
+        """Keep a verified entry of a slower tier in the memory tier."""
+        self.memory.put(key, entry)
+
     def local(
         self, keys: Sequence[str], in_memory: Sequence[CacheEntry | None]
     ) -> list[CacheEntry | None]:
         """Blocking: each key's entry from memory (``in_memory``) or disk, with its
-        dependencies checked; ``None`` for a miss (or a stale entry)."""
+        dependencies checked; ``None`` for a miss (or a stale entry). (The scheduler runs
+        the same steps, each under a deadline and stoppable.)"""
         found: list[CacheEntry | None] = []
         memory_hits = disk_hits = stale = 0
         for key, entry in zip(keys, in_memory, strict=True):
             from_disk = False
-            if entry is None and self.disk is not None:
-                entry = self.disk.get(key)
+            if entry is None:
+                entry = self.read_disk(key)
                 from_disk = entry is not None
-            if entry is not None and _stale(entry):
+            if entry is not None and not self.fresh(entry):
                 stale += 1
                 entry = None
             if entry is not None:
                 if from_disk:
                     disk_hits += 1
-                    self.memory.put(key, entry)
+                    self.keep(key, entry)
                 else:
                     memory_hits += 1
             found.append(entry)
-        self.stats.add(memory_hits=memory_hits, disk_hits=disk_hits, stale=stale)
+        self.count_local(memory_hits=memory_hits, disk_hits=disk_hits, stale=stale)
         return found
 
-    async def from_remote(self, keys: Sequence[str]) -> list[CacheEntry | None]:
-        """The remote tier's entries (authenticated, verified as disk entries are,
-        dependencies checked, kept in the local tiers); ``None`` for a miss. An entry
-        that fails authentication is a miss, counted in ``stats.forged``, never kept
-        locally, and the engine's first one issues a ``CacheAuthWarning``. Never raises."""
+    async def remote_blobs(self, keys: Sequence[str]) -> list[bytes | None]:
+        """The remote tier's stored values of ``keys`` (sealed, not verified yet:
+        :meth:`verify_remote`); ``None`` for a miss. Never raises."""
         remote = self.remote
         if remote is None or not keys or not remote.available:
             return [None] * len(keys)
         errors = remote.errors
         blobs = await remote.get_many(keys)
         self.stats.add(remote_errors=remote.errors - errors)
-        forged: list[str] = []
+        return blobs
 
-        def verify() -> list[CacheEntry | None]:
-            entries: list[CacheEntry | None] = []
-            for key, blob in zip(keys, blobs, strict=True):
-                entry = None
-                if blob is not None:
-                    data = remote.auth.unseal(key, blob)
-                    if data is None:
-                        forged.append(key)  # not decoded, not kept: nobody vouches for it
-                    else:
-                        entry = decode_entry(key, data)
-                if entry is not None and _stale(entry):
-                    entry = None
-                if entry is not None:
-                    self.memory.put(key, entry)
-                    if self.disk is not None:
-                        self.disk.put(key, entry)
-                entries.append(entry)
-            self.stats.add(remote_hits=sum(e is not None for e in entries))
-            return entries
+    def verify_remote(
+        self, key: str, blob: bytes | None, stopped: Callable[[], bool] | None = None
+    ) -> RemoteVerdict:
+        """Blocking: what the remote tier's ``blob`` for ``key`` is worth: an entry that
+        was sealed with the team's key, decodes as a disk entry does and whose
+        dependencies hold (kept in the memory and disk tiers), or none, ``forged`` when
+        the seal did not verify (never decoded, never kept: nobody vouches for it).
+        Raises ``Stopped`` (see :meth:`fresh`) once ``stopped()`` is true."""
+        remote = self.remote
+        if blob is None or remote is None:
+            return RemoteVerdict(None, False)
+        data = remote.auth.unseal(key, blob)
+        if data is None:
+            return RemoteVerdict(None, True)
+        entry = decode_entry(key, data)
+        if entry is None or not self.fresh(entry, stopped):
+            return RemoteVerdict(None, False)
+        self.keep(key, entry)
+        if self.disk is not None:
+            self.disk.put(key, entry)
+        return RemoteVerdict(entry, False)
 
-        entries = await anyio.to_thread.run_sync(verify)
-        if forged:
+    def count_remote(self, verdicts: Sequence[RemoteVerdict | None]) -> None:
+        """Count the remote lookups' hits and forgeries (``None``: not verified in
+        time); the engine's first forgery issues a ``CacheAuthWarning``."""
+        self.stats.add(remote_hits=sum(v is not None and v.entry is not None for v in verdicts))
+        forged = sum(v is not None and v.forged for v in verdicts)
+        if forged and self.remote is not None:
             first = self.stats.forged == 0  # no await since: one warning per engine
-            self.stats.add(forged=len(forged))
+            self.stats.add(forged=forged)
             if first:
-                warn_forged(remote, len(forged))
-        return entries
+                warn_forged(self.remote, forged)
+
+    async def from_remote(self, keys: Sequence[str]) -> list[CacheEntry | None]:
+        """The remote tier's entries (authenticated, verified as disk entries are,
+        dependencies checked, kept in the local tiers); ``None`` for a miss. An entry
+        that fails authentication is a miss, counted in ``stats.forged``, never kept
+        locally, and the engine's first one issues a ``CacheAuthWarning``. Never raises.
+        (The scheduler runs the same steps under a deadline, in threads of its own.)"""
+        blobs = await self.remote_blobs(keys)
+
+        def verify() -> list[RemoteVerdict]:
+            return [self.verify_remote(k, b) for k, b in zip(keys, blobs, strict=True)]
+
+        verdicts = await anyio.to_thread.run_sync(verify)
+        self.count_remote(verdicts)
+        return [v.entry for v in verdicts]
 
     @staticmethod
     def output(entry: CacheEntry) -> tuple[BackendOutput, str]:
@@ -344,7 +395,23 @@ class ResultCache:
             self.stats.save(self.disk.root)
 
 
-def _stale(entry: CacheEntry) -> bool:
+def has_dependencies(entry: CacheEntry) -> bool:
+    """Whether a hit on ``entry`` needs its dependencies checked (files to look at)."""
+    return bool(entry.metadata.get("deps"))
+
+
+def check_cost(entry: CacheEntry | None) -> int:
+    """At most how many bytes checking ``entry``'s dependencies reads (their recorded
+    sizes; only those whose mtime changed are read), without any I/O."""
+    recorded = entry.metadata.get("deps") if entry is not None else None
+    if not isinstance(recorded, list):
+        return 0
+    return sum(
+        d[1] for d in recorded if isinstance(d, list) and len(d) == 4 and isinstance(d[1], int)
+    )
+
+
+def _stale(entry: CacheEntry, stopped: Callable[[], bool] | None = None) -> bool:
     recorded = entry.metadata.get("deps")
     if not recorded:
         return False
@@ -352,7 +419,7 @@ def _stale(entry: CacheEntry) -> bool:
         deps = [Dependency.from_json(d) for d in recorded]
     except (TypeError, ValueError):
         return True  # unreadable: not to be trusted
-    return dependencies_changed(deps)
+    return dependencies_changed(deps, stopped)
 
 
 def _metadata(

@@ -12,8 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..cache import REMOTE_CACHE_ENV, DiskCache, RemoteAuth, default_cache_dir
-from ..cache._auth import MISSING_KEY
+from ..cache import (
+    REMOTE_CACHE_ENV,
+    DiskCache,
+    RemoteAuth,
+    default_cache_dir,
+    remote_cache_from_url,
+)
 from ..cache._remote import redacted_url
 from ..errors import AsyncCompError
 from ..gpu import local_gpu_arch
@@ -128,10 +133,12 @@ def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
                     )
     remote_url = os.environ.get(REMOTE_CACHE_ENV, "").strip()
     remote_key = _remote_key()
-    if remote_url and (remote_key is None or "problem" in remote_key):
-        notes.append(
-            f"the remote cache is not used: {remote_key['problem'] if remote_key else MISSING_KEY}"
-        )
+    if remote_url:
+        try:
+            # Made, never connected: what an engine would refuse (the URL, the key).
+            remote_cache_from_url(remote_url)
+        except AsyncCompError as exc:
+            notes.append(f"the remote cache is not used: {exc}")
     cache = default_cache_dir()
     try:
         entries, size = DiskCache(cache).count()

@@ -25,7 +25,7 @@ import logging
 import os
 from collections.abc import AsyncIterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -80,11 +80,32 @@ class ServerClient(Runner):
 
         async with Engine(arch="sm_90a", server="auto") as engine:
             ...
+
+    ``remote_cache=False``: this client asks for no remote tier: a server it starts is
+    started without ``$ASYNCCOMP_REMOTE_CACHE`` and the key's variables (a setting the
+    caller cannot use, such as the TVM facade's, never stops the server), and a running
+    server that has one is a line of :meth:`overridden_settings`. ``None`` (the
+    default): this process's environment, as it is.
     """
 
-    def __init__(self, socket: Path | None = None, *, auto_start: bool | None = None) -> None:
+    def __init__(
+        self,
+        socket: Path | None = None,
+        *,
+        auto_start: bool | None = None,
+        remote_cache: Literal[False] | None = None,
+    ) -> None:
+        from ..cache import REMOTE_CACHE_ENV, REMOTE_CACHE_KEY_ENV, REMOTE_CACHE_KEY_FILE_ENV
+
         self._socket = socket
         self.auto_start = socket is None if auto_start is None else auto_start
+        self.remote_cache = remote_cache
+        #: What this client speaks for: a server it starts gets it, and the settings it
+        #: names are compared with the server's.
+        self._environ = dict(os.environ)
+        if remote_cache is False:
+            for name in (REMOTE_CACHE_ENV, REMOTE_CACHE_KEY_ENV, REMOTE_CACHE_KEY_FILE_ENV):
+                self._environ.pop(name, None)
         self._connection: Connection | None = None
         self._welcome: Welcome | None = None
         self._toolkit: Toolkit | None = None
@@ -122,21 +143,27 @@ class ServerClient(Runner):
         return 0 if connection is None else connection.workers
 
     def overridden_settings(self) -> list[str]:
-        """One line per setting this process's environment asks for that the server
+        """One line per setting this client's environment asks for that the server
         overrides (its cache folder, its remote cache)."""
         from ..cache import CACHE_DIR_ENV, REMOTE_CACHE_ENV, default_cache_dir
 
         theirs = self.welcome.settings
         pid = self.welcome.pid
         lines = []
-        if os.environ.get(CACHE_DIR_ENV):
+        if self._environ.get(CACHE_DIR_ENV):
             mine = str(default_cache_dir().resolve())
             if theirs.get("cache_dir") != mine:
                 lines.append(
                     f"${CACHE_DIR_ENV} is {mine} here, but the compile server (pid {pid}) "
                     f"caches in {theirs.get('cache_dir')}: its cache is used"
                 )
-        url = os.environ.get(REMOTE_CACHE_ENV, "").strip()
+        url = self._environ.get(REMOTE_CACHE_ENV, "").strip()
+        if self.remote_cache is False and theirs.get("remote_cache"):
+            lines.append(
+                f"this engine asks for no remote cache (remote_cache=False), but the "
+                f"compile server (pid {pid}) uses {theirs['remote_cache']}: its setting is "
+                "used"
+            )
         if url:
             from ..cache import remote_cache_from_url
 
@@ -187,7 +214,7 @@ class ServerClient(Runner):
                 if not self.auto_start or paths is None or attempt == 2:
                     raise ServerError(str(exc)) from None
                 # None listens, or one was stopping at its idle deadline: start one.
-                await anyio.to_thread.run_sync(start_server, paths)
+                await anyio.to_thread.run_sync(start_server, paths, self._environ)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _read(self, connection: Connection) -> None:

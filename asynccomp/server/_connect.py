@@ -15,7 +15,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +63,11 @@ def _can_connect(path: Path) -> bool:
     return True
 
 
-def start_server(paths: ServerPaths) -> None:
+def start_server(paths: ServerPaths, environ: Mapping[str, str] | None = None) -> None:
     """Blocking: make sure a server listens on ``paths.socket``, starting one (detached:
-    it outlives this process) if none does. Many processes calling this at once start
-    one server: they queue on the ``spawn`` lock, and all but the first find it up."""
+    it outlives this process) if none does, in ``environ`` (default: this process's).
+    Many processes calling this at once start one server: they queue on the ``spawn``
+    lock, and all but the first find it up."""
     import fcntl
 
     from ..backends._nvrtc_pool import python_path
@@ -92,7 +93,7 @@ def start_server(paths: ServerPaths) -> None:
             "--server-dir",
             str(paths.folder),
         ]
-        env = {**os.environ, "PYTHONPATH": python_path()}
+        env = {**(os.environ if environ is None else environ), "PYTHONPATH": python_path()}
         try:
             done = subprocess.run(
                 command,

@@ -12,6 +12,11 @@ nvcc slots, the in-flight dedupe and the cache.
   instead (an engine of its own, one worker per CPU); ``ASYNCCOMP_SERVER=<socket>``
   names a server. A server that cannot be had is a warning, and this process compiles
   with one worker of its own (never a full pool per process).
+- A ``$ASYNCCOMP_REMOTE_CACHE`` that cannot be used (a bad URL, no key, a refused key
+  file) never fails a build and never stops the server: one ``RemoteCacheWarning``, and
+  the facade compiles with the local tiers alone, on the server as usual (a server it
+  starts is started without the remote setting: ``Engine(server=..., remote_cache=False)``)
+  or in this process.
 - Started lazily, on the first compile, under a lock (many threads may race to it).
 - One engine whatever the settings: the TVM preamble fast path
   (``$ASYNCCOMP_TVM_FAST_PATH``) and the dump folder (``$TVM_KERNEL_DUMP``) are read at
@@ -33,7 +38,7 @@ import os
 import threading
 import warnings
 
-from ..cache import remote_cache_from_environment
+from ..cache import REMOTE_CACHE_ENV, remote_cache_from_environment
 from ..errors import AsyncCompWarning, EngineClosed, InvalidJob, ServerError
 from ..job import CompileJob
 from ..result import CompileResult
@@ -106,9 +111,14 @@ def engine() -> SyncEngine:
 
 
 def _start(server: str | None) -> SyncEngine:
+    # A bad $ASYNCCOMP_REMOTE_CACHE must not fail a TVM build: one warning (here, once),
+    # then the local tiers alone, whether on the server or in this process.
+    remote = remote_cache_from_environment(strict=False)
+    unusable = remote is None and bool(os.environ.get(REMOTE_CACHE_ENV, "").strip())
     if server is not None:
         try:
-            started = SyncEngine(server=server)
+            # A server started for a remote setting it would refuse would not start.
+            started = SyncEngine(server=server, remote_cache=False if unusable else None)
             started.start()
             return started
         except (ServerError, InvalidJob) as exc:  # no server, or $ASYNCCOMP_SERVER unusable
@@ -121,8 +131,6 @@ def _start(server: str | None) -> SyncEngine:
             workers: int | None = 1
     else:
         workers = None
-    # A bad $ASYNCCOMP_REMOTE_CACHE must not fail a TVM build: one warning, local tiers.
-    remote = remote_cache_from_environment(strict=False)
     started = SyncEngine(nvrtc_workers=workers, remote_cache=remote or False)
     started.start()
     return started
