@@ -18,7 +18,10 @@ CPUs, for every mode):
   asynccomp's engine (same SASS, checked below);
 - ``asynccomp-nvrtc``: ``register(backend="nvrtc", pch=True)``: NVRTC worker processes
   that keep a precompiled header of TileLang's headers (another compiler: other SASS);
-- ``asynccomp-nvrtc-nopch``: the same without the PCH (not in the default list).
+- ``asynccomp-nvrtc-nopch``: the same without the PCH (not in the default list);
+- ``lowering-only``: a callback that answers at once with the binary an earlier mode
+  built for that source: TileLang's own lowering and bookkeeping, the floor of the
+  compile phase whatever compiles (it runs last).
 
 TileLang's caches are off and asynccomp's cache starts empty (a fresh folder, the engine
 restarted) for every mode, so every kernel is compiled. Each mode runs ``--passes``
@@ -66,8 +69,10 @@ os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
 
 import tilelang.language as T  # noqa: E402
 
-MODES = ("tilelang", "tilelang-grouped", "asynccomp-nvcc", "asynccomp-nvrtc")
+MODES = ("tilelang", "tilelang-grouped", "asynccomp-nvcc", "asynccomp-nvrtc", "lowering-only")
 ALL_MODES = (*MODES, "asynccomp-nvrtc-nopch")
+#: What "lowering-only" answers with: each kernel's binary from an earlier mode, by source.
+EARLIER: dict[str, bytes] = {}
 CONFIGS = [
     {"block_M": m, "block_N": n, "block_K": k, "num_stages": s, "threads": t, "raster": r}
     for m, n, k, s, t, r in itertools.product(
@@ -176,6 +181,13 @@ def run_mode(mode: str, args: argparse.Namespace, kernel: Any, configs: list[dic
         backend = "nvcc" if mode == "asynccomp-nvcc" else "nvrtc"
         atl.register(backend=backend, pch=mode == "asynccomp-nvrtc")  # type: ignore[arg-type]
         recorder = Recorder(atl.tilelang_callback_cuda_compile)
+    elif mode == "lowering-only":
+        atl.unregister()
+
+        def answer(code: str, target: Any, pass_config: Any = None) -> bytes:
+            return EARLIER[digest(code.split("\n// sweep pass ")[0])]
+
+        recorder = Recorder(answer)
     else:
         atl.unregister()
         recorder = Recorder(own)
@@ -269,17 +281,17 @@ def _local_pool() -> Any:
 
     engine = _runtime._runtime.engine
     try:
-        backend = engine.engine._parts.runner.backends["nvrtc"]
+        backend = engine.engine._life.parts.runner.backends["nvrtc"]
         return backend.pool
     except AttributeError:
         return None
 
 
 def sass_of(binary: bytes, tool: str, folder: Path) -> str:
-    path = folder / "k.cubin"
+    path = folder / f"{hashlib.sha256(binary).hexdigest()}.cubin"
     path.write_bytes(binary)
     out = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True)
-    return "\n".join(line for line in out.stdout.splitlines() if "k.cubin" not in line)
+    return "\n".join(line for line in out.stdout.splitlines() if path.name not in line)
 
 
 def cuobjdump() -> str | None:
@@ -293,25 +305,31 @@ def cuobjdump() -> str | None:
 
 
 def compare_sass(binaries: dict[str, dict[str, bytes]]) -> dict[str, Any]:
+    from concurrent.futures import ThreadPoolExecutor
+
     tool = cuobjdump()
     if tool is None or "tilelang" not in binaries:
         return {"skipped": "no cuobjdump" if tool is None else "no tilelang mode"}
     out: dict[str, Any] = {}
     folder = Path(tempfile.mkdtemp(prefix="tl-sweep-sass-"))
+    theirs = binaries["tilelang"]
+    modes = [
+        m for m in ("asynccomp-nvcc", "asynccomp-nvrtc", "asynccomp-nvrtc-nopch") if m in binaries
+    ]
+    # Each distinct binary disassembled once, as many at a time as there are CPUs (one
+    # by one, 384 cuobjdump runs took minutes).
+    unique = list({b for m in ("tilelang", *modes) for b in binaries[m].values()})
     try:
-        theirs = binaries["tilelang"]
-        for mode in ("asynccomp-nvcc", "asynccomp-nvrtc", "asynccomp-nvrtc-nopch"):
-            if mode not in binaries:
-                continue
-            same = sum(
-                sass_of(binary, tool, folder) == sass_of(theirs[key], tool, folder)
-                for key, binary in binaries[mode].items()
-                if key in theirs
+        with ThreadPoolExecutor(len(os.sched_getaffinity(0))) as pool:
+            sass = dict(
+                zip(unique, pool.map(lambda b: sass_of(b, tool, folder), unique), strict=True)
             )
-            both = sum(key in theirs for key in binaries[mode])
-            out[mode] = {"kernels_compared": both, "sass_identical": same}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    for mode in modes:
+        common = [key for key in binaries[mode] if key in theirs]
+        same = sum(sass[binaries[mode][key]] == sass[theirs[key]] for key in common)
+        out[mode] = {"kernels_compared": len(common), "sass_identical": same}
     return out
 
 
@@ -333,8 +351,15 @@ def run_on_gpu(kernels: dict[str, dict[str, Any]], size: int) -> dict[str, Any]:
         outputs[mode] = {}
         started = time.perf_counter()
         for key, kernel in built.items():
+            # Which kernel hung, if one does (the traceback only says where).
+            watchdog = threading.Timer(
+                60,
+                lambda m=mode, k=key: print(f"{m}: kernel {k} still runs after 60 s", flush=True),
+            )
+            watchdog.start()
             c = kernel(a, b)
             torch.cuda.synchronize()
+            watchdog.cancel()
             outputs[mode][key] = c
             worst = max(worst, (c.float() - reference.float()).abs().max().item())
             if torch.allclose(c, reference, atol=1e-2, rtol=1e-2):
@@ -410,8 +435,14 @@ def main() -> int:
     }
     kernels: dict[str, dict[str, Any]] = {}
     binaries: dict[str, dict[str, bytes]] = {}
+    if "lowering-only" in modes:  # it answers with an earlier mode's binaries
+        modes = [m for m in modes if m != "lowering-only"] + ["lowering-only"]
+        if not set(modes) - {"lowering-only", "tilelang-grouped"}:
+            parser.error("lowering-only needs an earlier mode that compiles one kernel per call")
     for mode in modes:
         row, built, binary = run_mode(mode, args, kernel, configs)
+        if mode != "tilelang-grouped":
+            EARLIER.update(binary)
         report["modes"].append(row)
         kernels[mode] = built
         if mode != "tilelang-grouped":  # its binaries hold several kernels each
@@ -420,9 +451,12 @@ def main() -> int:
         print(
             f"{mode:22} {passes} s  {row['kernels_built']:3d} kernels  "
             f"{row['compile_calls']:3d} compile calls  {row['failed_calls']} failed  "
-            f"peak {row['peak_callbacks_at_once']} at once",
+            f"peak {row['peak_callbacks_at_once']} at once  median callback "
+            f"{row['passes'][-1]['median_callback_s']} s",
             flush=True,
         )
+        if args.json:  # after every mode: a later failure loses no timing
+            Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
     sources = {mode: set(built) for mode, built in kernels.items() if mode != "tilelang-grouped"}
     report["same_sources_in_every_mode"] = len({frozenset(s) for s in sources.values()}) <= 1
     report["sass"] = compare_sass(binaries)
