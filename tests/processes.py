@@ -1,13 +1,18 @@
-"""Looking at the processes a test started, or left behind."""
+"""Looking at the processes a test started, or left behind; running the command line."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 import psutil
 
-__all__ = ("compiler_processes", "nvrtc_workers", "wait_until")
+__all__ = ("compiler_processes", "nvrtc_workers", "run_cli", "wait_until")
+
+REPO = Path(__file__).resolve().parent.parent
 
 _COMPILERS = ("nvcc", "cicc", "ptxas", "fatbinary", "cudafe", "_nvrtc_worker")
 
@@ -42,3 +47,16 @@ async def wait_until(predicate: Callable[[], bool], within: float = 60.0) -> Non
     with anyio.fail_after(within):
         while not predicate():  # noqa: ASYNC110 - nothing to wait on but the predicate
             await anyio.sleep(0.01)
+
+
+def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -m asynccomp ARGS`` in exactly ``env``, from the repository's folder."""
+    return subprocess.run(
+        [sys.executable, "-m", "asynccomp", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )

@@ -10,8 +10,6 @@ import hashlib
 import hmac
 import os
 import stat
-import subprocess
-import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -35,11 +33,11 @@ from asynccomp.cache import (
 from asynccomp.cache._disk import decode_entry, encode_entry
 
 from .kernels import ARCH, scale_kernel
+from .processes import run_cli
 from .redis_server import TEAM_KEY, RedisServer, redis_server
 
 __all__ = ("redis_server",)
 
-REPO = Path(__file__).resolve().parent.parent
 ATTACKER_KEY = "not the team's key, but as long"
 
 Forgery = Callable[[str, CacheEntry, CacheEntry], CacheEntry]
@@ -367,18 +365,6 @@ def test_a_placeholder_key_is_refused_wherever_it_comes_from(
 # -- the key is shown nowhere ------------------------------------------------------------
 
 
-def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "asynccomp", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
-
-
 @pytest.mark.parametrize("source", ["variable", "file"])
 def test_the_key_is_not_in_doctor_cache_stats_or_repr(
     tmp_path: Path, no_key: None, source: str
@@ -392,10 +378,10 @@ def test_the_key_is_not_in_doctor_cache_stats_or_repr(
         env[REMOTE_CACHE_KEY_FILE_ENV] = str(_key_file(tmp_path, 0o600, secret))
     key_id = RemoteAuth(secret).key_id
     outputs = [
-        _run("doctor", env=env),
-        _run("doctor", "--json", env=env),
-        _run("cache", "stats", env=env),
-        _run("cache", "stats", "--json", env=env),
+        run_cli("doctor", env=env),
+        run_cli("doctor", "--json", env=env),
+        run_cli("cache", "stats", env=env),
+        run_cli("cache", "stats", "--json", env=env),
     ]
     for proc in outputs:
         assert proc.returncode == 0, proc.stderr

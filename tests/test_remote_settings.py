@@ -32,11 +32,11 @@ from asynccomp.cache import (
 from asynccomp.cache._remote import redacted_url
 
 from .kernels import ARCH, scale_kernel
+from .processes import run_cli
 from .redis_server import TEAM_KEY, RedisServer, free_port, team_key
 
 __all__ = ("team_key",)
 
-REPO = Path(__file__).resolve().parent.parent
 PASSWORD = "pa55-w0rd-that-must-not-leak"
 
 
@@ -228,15 +228,7 @@ def test_doctor_and_cache_stats_hide_the_password(tmp_path: Path, user: str) -> 
     env["ASYNCCOMP_REMOTE_CACHE_KEY"] = TEAM_KEY
 
     def run(*args: str) -> str:
-        proc = subprocess.run(
-            [sys.executable, "-m", "asynccomp", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=REPO,
-            timeout=120,
-            check=False,
-        )
+        proc = run_cli(*args, env=env)
         assert proc.returncode == 0, proc.stderr
         assert PASSWORD not in proc.stdout + proc.stderr
         return proc.stdout
@@ -312,15 +304,7 @@ def test_doctor_and_cache_stats_hide_a_password_a_parser_splits(
     env["ASYNCCOMP_REMOTE_CACHE_KEY"] = TEAM_KEY
 
     def run(*args: str) -> str:
-        proc = subprocess.run(
-            [sys.executable, "-m", "asynccomp", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=REPO,
-            timeout=120,
-            check=False,
-        )
+        proc = run_cli(*args, env=env)
         assert proc.returncode == 0, proc.stderr
         assert not _leaks(proc.stdout + proc.stderr), proc.stdout + proc.stderr
         return proc.stdout
