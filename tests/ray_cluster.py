@@ -3,6 +3,7 @@ ways to find and kill the compile actors of one node."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,17 @@ class RayCluster:
 
     def remove_node(self, node: Any) -> None:
         self.cluster.remove_node(node, allow_graceful=False)
+
+    @contextlib.contextmanager
+    def extra_node(self) -> Iterator[Any]:
+        """A third node for one test, removed at its end if the test has not removed it
+        (a node left behind gives the next tests an actor more than they expect)."""
+        node = self.add_node()
+        try:
+            yield node
+        finally:
+            if node in self.cluster.worker_nodes:
+                self.remove_node(node)
 
     def free_cpus(self) -> float:
         return float(self.ray.available_resources().get("CPU", 0))
