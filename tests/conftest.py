@@ -77,3 +77,21 @@ def no_server_folder_left() -> Iterator[None]:
     yield
     left = sorted(str(p) for p in ROOT.glob(f"{folder_prefix()}*"))
     assert left == [], f"the tests left these server folders behind: {left}"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: two test processes on two cores, up to four on more. Each test's
+    engines start their own workers (one per CPU), so more test processes than this only
+    share the same cores; most tests wait on compilers and processes, which overlaps."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+#: Tests that start or look for Ray processes anywhere on the machine (its actors are
+#: found by their process titles): one test process runs them all, one after another.
+_RAY_FILES = ("test_ray.py", "test_ray_unreachable.py", "test_doors.py", "test_refusals.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in _RAY_FILES or "ray" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("ray"))

@@ -3,6 +3,7 @@ ways to find and kill the compile actors of one node."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,17 @@ class RayCluster:
     def remove_node(self, node: Any) -> None:
         self.cluster.remove_node(node, allow_graceful=False)
 
+    @contextlib.contextmanager
+    def extra_node(self) -> Iterator[Any]:
+        """A third node for one test, removed at its end if the test has not removed it
+        (a node left behind gives the next tests an actor more than they expect)."""
+        node = self.add_node()
+        try:
+            yield node
+        finally:
+            if node in self.cluster.worker_nodes:
+                self.remove_node(node)
+
     def free_cpus(self) -> float:
         return float(self.ray.available_resources().get("CPU", 0))
 
@@ -73,16 +86,33 @@ def _raylet_pid(node: Any) -> int:
     return int(node.all_processes["raylet"][0].process.pid)
 
 
+#: The ``ray start --head`` instances this test process runs (their raylets are not its
+#: children).
+_LOCAL_HEADS: list[LocalHead] = []
+
+
+def _our_raylets() -> set[int]:
+    """The pids of every process that may be the parent of one of our actors: the
+    descendants of this test process (a :class:`RayCluster`'s nodes) and the processes
+    of our :class:`LocalHead` instances. Another program's Ray on the machine (another
+    test process, a user's cluster) is not ours to count."""
+    ours = {p.pid for p in psutil.Process().children(recursive=True)}
+    for head in _LOCAL_HEADS:
+        ours.update(p.pid for p in head.processes())
+    return ours
+
+
 def actor_processes(node: Any | None = None) -> list[psutil.Process]:
-    """The compile actors' processes (of ``node`` only, when given): Ray names each
+    """Our compile actors' processes (of ``node`` only, when given): Ray names each
     ``ray::CompileActor`` (``ray::CompileActor.compile`` while it compiles)."""
     found = []
+    parents = {_raylet_pid(node)} if node is not None else _our_raylets()
     for process in psutil.process_iter():
         try:
             title = process.cmdline()
             if not title or not title[0].startswith("ray::CompileActor"):
                 continue
-            if node is not None and process.ppid() != _raylet_pid(node):
+            if process.ppid() not in parents:
                 continue
             found.append(process)
         except psutil.Error:
@@ -130,6 +160,7 @@ class LocalHead:
             self.stop()
             raise
         self.address = (folder / "ray" / "ray_current_cluster").read_text().strip()
+        _LOCAL_HEADS.append(self)
 
     def processes(self) -> list[psutil.Process]:
         """The head's processes (they name its folder) and everything below them."""
@@ -144,6 +175,8 @@ class LocalHead:
         return list(found.values())
 
     def stop(self) -> None:
+        if self in _LOCAL_HEADS:
+            _LOCAL_HEADS.remove(self)
         processes = self.processes()
         for process in processes:
             try:

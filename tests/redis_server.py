@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from asynccomp.cache import REMOTE_CACHE_KEY_ENV, REMOTE_CACHE_KEY_FILE_ENV
@@ -41,11 +42,26 @@ class RedisServer:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.skip("redis-server is not installed (apt-get install redis-server)")
-        self.port = free_port()
         self.password = password
+        # A free port may be taken by another test process before redis binds it (the
+        # suite runs on several): then redis exits at once, and another port is tried.
+        for _ in range(5):
+            self.port = free_port()
+            self.process = self._start(binary, folder)
+            if self._answered():
+                break
+        else:
+            raise RuntimeError("redis-server did not start on any of 5 free ports")
         login = f":{password}@" if password is not None else ""
         self.url = f"redis://{login}127.0.0.1:{self.port}/0"
-        self.process = subprocess.Popen(
+        self._saved_key: dict[str, str | None] | None = {
+            name: os.environ.pop(name, None)
+            for name in (REMOTE_CACHE_KEY_ENV, REMOTE_CACHE_KEY_FILE_ENV)
+        }
+        os.environ[REMOTE_CACHE_KEY_ENV] = TEAM_KEY
+
+    def _start(self, binary: str, folder: Path) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             [
                 binary,
                 "--port",
@@ -58,21 +74,32 @@ class RedisServer:
                 "no",
                 "--dir",
                 str(folder),
-                *(["--requirepass", password] if password is not None else []),
+                *(["--requirepass", self.password] if self.password is not None else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+
+    def _answered(self) -> bool:
+        """Whether the server just started answers (False: it exited, its port taken)."""
         deadline = time.monotonic() + 20
         while not self.answers():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("redis-server did not start")
+            if self.process.poll() is not None:
+                return False
+            if time.monotonic() > deadline:
+                self.process.kill()
+                self.process.wait()
+                raise RuntimeError("redis-server did not answer within 20 s")
             time.sleep(0.02)
-        self._saved_key: dict[str, str | None] | None = {
-            name: os.environ.pop(name, None)
-            for name in (REMOTE_CACHE_KEY_ENV, REMOTE_CACHE_KEY_FILE_ENV)
-        }
-        os.environ[REMOTE_CACHE_KEY_ENV] = TEAM_KEY
+        # The answer may have come from another test process's redis on that port.
+        return self._listens()
+
+    def _listens(self) -> bool:
+        try:
+            sockets = psutil.Process(self.process.pid).net_connections("tcp")
+        except psutil.Error:
+            return False
+        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == self.port for c in sockets)
 
     def _send(self, sock: socket.socket, *args: str | bytes) -> io.BufferedReader:
         """Log in when the server wants it, send one command; the reply's stream."""

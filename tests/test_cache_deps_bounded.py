@@ -31,6 +31,10 @@ __all__ = ("redis_server",)
 # Every test here would hang (or spin a CPU) forever without the bounds.
 pytestmark = pytest.mark.timeout(30)
 
+#: "At once" for a check that would otherwise block for good (a FIFO's open, a device
+#: read to its end): any finite bound tells the two apart; this one holds on a loaded machine.
+AT_ONCE = 10.0
+
 USES_EMPTY_HEADER = """\
 #include "config.h"
 extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }
@@ -90,7 +94,7 @@ def test_a_dependency_that_became_anything_else_is_changed_at_once(
     REPLACEMENTS[replacement](header)
     started = time.monotonic()
     assert dependencies_changed([dep])
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < AT_ONCE
 
 
 @pytest.mark.parametrize("path", ["/dev/zero", "/dev/urandom", "/proc/self/status"])
@@ -103,7 +107,7 @@ def test_a_recorded_device_or_proc_file_is_changed_at_once(path: str) -> None:
     assert dependencies_changed([Dependency(path, 0, mtime - 1, "0" * 64)])
     if path.startswith("/dev/"):  # a device is never taken for the file recorded
         assert dependencies_changed([Dependency(path, 0, mtime, "0" * 64)])
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < AT_ONCE
 
 
 def test_an_unchanged_or_only_touched_dependency_still_holds(tmp_path: Path) -> None:
@@ -129,7 +133,7 @@ def test_recording_never_reads_a_fifo_or_a_device(tmp_path: Path, replacement: s
     assert isinstance(found, UnknownIncludes) and absent == []
     assert "config.h" in found.reason
     assert snapshot(found, absent, not_before_ns=time.time_ns()) is None
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < AT_ONCE
 
 
 def test_recording_a_file_whose_size_lies_is_refused() -> None:
@@ -164,7 +168,7 @@ async def test_a_disk_lookup_whose_header_became_anything_else_is_a_fast_miss(
     cache = ResultCache(tmp_path / "cache", memory_bytes=2**20, disk_bytes=2**30)
     started = time.monotonic()
     assert cache.local([key], [None]) == [None]
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < AT_ONCE
     assert cache.stats.as_dict()["stale"] == 1
 
 
@@ -187,7 +191,7 @@ async def test_a_remote_lookup_whose_header_became_a_fifo_is_a_fast_miss(
     cache = ResultCache(tmp_path / "b", memory_bytes=2**20, disk_bytes=2**30, remote=remote)
     started = time.monotonic()
     assert await cache.from_remote([name.decode()[-64:]]) == [None]
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < AT_ONCE
     await remote.aclose()
     assert cache.disk is not None and cache.disk.count() == (0, 0)  # nothing kept
 

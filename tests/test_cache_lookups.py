@@ -182,7 +182,7 @@ async def test_a_slow_check_ends_with_its_callers_cancel_scope_and_stops(
         with anyio.move_on_after(1.0) as scope:
             await engine.compile(job)
         assert scope.cancelled_caught
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 10  # at the cancel, not the check's 30 s
         await _nothing_reads_on()
         assert engine.statistics().compiled == 0  # cancelled while it was looked up
 

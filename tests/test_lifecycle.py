@@ -111,7 +111,9 @@ async def test_leaving_as_completed_cancels_the_rest_at_once() -> None:
         assert sorted(engine.fake.cancelled) == ["stuck0", "stuck1", "stuck2"]
         assert engine.statistics().running == 0
         started = time.monotonic()
-    assert time.monotonic() - started < 1.0  # nothing left for the close to wait for
+    # Nothing left for the close to wait for: the blocked compiles would block forever,
+    # so any bound tells (a generous one: the machine may be loaded).
+    assert time.monotonic() - started < 10.0
 
 
 class _Mine(Exception):
