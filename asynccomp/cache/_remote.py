@@ -37,7 +37,7 @@ import anyio.to_thread
 
 from ..errors import CacheWarning, InvalidJob
 from ._auth import MISSING_KEY, RemoteAuth
-from ._entry import CacheAuthWarning
+from ._entry import CacheAuthWarning, warn_or_log
 
 __all__ = (
     "REMOTE_CACHE_ENV",
@@ -108,19 +108,17 @@ class RemoteCache(abc.ABC):
     def _failed(self, what: str, exc: BaseException) -> None:
         self.errors += 1
         self._down_until = time.monotonic() + self.retry_after
-        logger.warning("asynccomp: remote cache %s: %s failed: %r", self.name, what, exc)
-        if not self._warned:
-            self._warned = True
-            try:
-                warnings.warn(
-                    f"remote compile cache {self.name} is not usable ({what}: {exc!r}); "
-                    f"compiling with the local cache alone, asking again every "
-                    f"{self.retry_after:g} s",
-                    RemoteCacheWarning,
-                    stacklevel=2,
-                )
-            except RemoteCacheWarning:
-                pass  # warnings made errors (-W error): the log line above says it
+        if self._warned:
+            logger.warning("asynccomp: remote cache %s: %s failed: %r", self.name, what, exc)
+            return
+        self._warned = True
+        warn_or_log(
+            f"remote compile cache {self.name} is not usable ({what}: {exc!r}); "
+            f"compiling with the local cache alone, asking again every "
+            f"{self.retry_after:g} s",
+            RemoteCacheWarning,
+            stacklevel=2,
+        )
 
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         """The stored (sealed, not yet verified: :meth:`RemoteAuth.unseal`) bytes of
@@ -332,8 +330,4 @@ def warn_forged(remote: RemoteCache, count: int) -> None:
         f"{remote.auth.key_id}: forged, damaged, or written with another key); they "
         "were recompiled and not kept locally (asynccomp cache stats counts them)"
     )
-    logger.warning("asynccomp: %s", message)
-    try:
-        warnings.warn(message, CacheAuthWarning, stacklevel=3)
-    except CacheAuthWarning:
-        pass  # warnings made errors (-W error): the log line above says it
+    warn_or_log(message, CacheAuthWarning, stacklevel=3)
