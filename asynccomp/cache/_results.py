@@ -407,7 +407,7 @@ def check_cost(entry: CacheEntry | None) -> int:
     if not isinstance(recorded, list):
         return 0
     return sum(
-        d[1] for d in recorded if isinstance(d, list) and len(d) == 4 and isinstance(d[1], int)
+        d[1] for d in recorded if isinstance(d, list) and len(d) in (4, 6) and isinstance(d[1], int)
     )
 
 
