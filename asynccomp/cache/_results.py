@@ -312,6 +312,7 @@ class ResultCache:
             return RemoteVerdict(None, False)
         data = remote.auth.unseal(key, blob)
         if data is None:
+            remote.refuse(key)  # not asked for again for a while
             return RemoteVerdict(None, True)
         entry = decode_entry(key, data)
         if entry is None or not self.fresh(entry, stopped):
