@@ -133,6 +133,14 @@ class RedisServer:
         """Store ``value`` under ``key``, as anyone who can reach the Redis can."""
         assert self.command("SET", key, value).startswith(b"+OK")
 
+    def info(self, section: str = "stats") -> dict[str, str]:
+        """The server's ``INFO`` of ``section``, as names and values."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+            reply = self._send(sock, "INFO", section)
+            size = int(reply.readline()[1:])
+            text = reply.read(size).decode()
+        return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
     def answers(self) -> bool:
         try:
             return self.command("PING").startswith(b"+PONG")

@@ -121,6 +121,23 @@ def test_an_unchanged_or_only_touched_dependency_still_holds(tmp_path: Path) -> 
     assert dependencies_changed([absent])
 
 
+def test_a_record_without_ctime_and_inode_is_checked_by_its_digest(tmp_path: Path) -> None:
+    # Entries written before ctime and inode were recorded: never trusted on size and
+    # mtime alone, never refused either when the bytes are those recorded.
+    header = tmp_path / "config.h"
+    header.write_bytes(b"#define A 1\n")
+    past = time.time_ns() - 10 * 10**9
+    os.utime(header, ns=(past, past))
+    deps = snapshot([str(header)], [], not_before_ns=time.time_ns())
+    assert deps is not None
+    old = Dependency.from_json(deps[0].to_json()[:4])
+    assert (old.ctime_ns, old.inode) == (None, None)
+    assert not dependencies_changed([old])
+    header.write_bytes(b"#define A 2\n")
+    os.utime(header, ns=(past, past))
+    assert dependencies_changed([old]) and dependencies_changed(deps)
+
+
 @pytest.mark.parametrize("replacement", [r for r in REPLACEMENTS if r != "grown"])
 def test_recording_never_reads_a_fifo_or_a_device(tmp_path: Path, replacement: str) -> None:
     header = tmp_path / "config.h"

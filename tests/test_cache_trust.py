@@ -70,6 +70,44 @@ async def test_an_edited_header_is_a_miss_a_touched_one_a_hit_a_deleted_one_an_e
     assert "factor.h" in gone.log
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_header_rewritten_at_its_size_and_mtime_is_a_miss(
+    tmp_path: Path, backend: str
+) -> None:
+    # What tar -x, rsync -t and cp -p make: other bytes, the same size, the mtime put
+    # back exactly. Only the ctime (no user can set it) tells.
+    include = tmp_path / "include"
+    include.mkdir()
+    header = include / "factor.h"
+    header.write_text("#define FACTOR 2.0f\n")
+    recorded = header.stat()
+    os.utime(header, ns=(recorded.st_atime_ns, recorded.st_mtime_ns - 10 * 10**9))
+    mtime = header.stat().st_mtime_ns
+    job = _job(include, backend)
+    async with Engine(arch=ARCH, cache_dir=tmp_path / "cache") as engine:
+        first = await engine.compile(job)
+        assert first.ok and not first.cached, first.error
+        header.write_text("#define FACTOR 3.0f\n")
+        os.utime(header, ns=(mtime, mtime))
+        assert (header.stat().st_size, header.stat().st_mtime_ns) == (recorded.st_size, mtime)
+        rewritten = await engine.compile(job)  # through the memory tier
+        assert rewritten.ok and not rewritten.cached
+        assert rewritten.binary != first.binary
+    # Through the disk tier (it holds the rewritten header's entry): the first header
+    # put back by a rename (a new inode), its mtime restored, is a miss too...
+    (tmp_path / "other.h").write_text("#define FACTOR 2.0f\n")
+    (tmp_path / "other.h").replace(header)
+    os.utime(header, ns=(mtime, mtime))
+    async with Engine(arch=ARCH, cache_dir=tmp_path / "cache") as engine:
+        back = await engine.compile(job)
+        assert back.ok and back.binary == first.binary
+        # ...and so is the second one again, rewritten in place (the same inode).
+        header.write_text("#define FACTOR 3.0f\n")
+        os.utime(header, ns=(mtime, mtime))
+        again = await engine.compile(job)
+    assert again.ok and again.binary == rewritten.binary
+
+
 async def test_a_header_that_appears_earlier_on_the_search_path_is_a_miss(tmp_path: Path) -> None:
     first_dir, second_dir = tmp_path / "first", tmp_path / "second"
     first_dir.mkdir()

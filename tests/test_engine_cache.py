@@ -16,6 +16,7 @@ import pytest
 from asynccomp import CompileJob, Engine, find_toolkit
 from asynccomp.cache import CacheCorruptionWarning, DiskCache
 
+from .filesystems import few_inodes
 from .kernels import ARCH, scale_kernel, slow_kernel
 
 
@@ -201,3 +202,17 @@ def test_processes_sharing_a_folder_all_end_with_valid_entries(tmp_path: Path) -
     assert len(entries) == 4
     assert all(disk.get(p.stem) is not None for p in entries)  # every entry verifies
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+async def test_a_failed_disk_write_under_warnings_as_errors_loses_no_result(
+    tmp_path: Path,
+) -> None:
+    # A real file system with inodes for the cache's folders (its root, cache/, v3/ and
+    # the probe file, then one shard), none for an entry: every write fails with ENOSPC,
+    # and pytest turns warnings into errors.
+    jobs = [CompileJob(scale_kernel(float(i)), name=f"w{i}") for i in range(3)]
+    with few_inodes(tmp_path, 4) as small:
+        async with Engine(arch=ARCH, cache_dir=small / "cache", nvrtc_workers=1) as engine:
+            results = await engine.compile_many(jobs)
+        assert list(small.rglob("*.entry")) == []  # every write failed
+    assert all(r.ok and r.binary for r in results)

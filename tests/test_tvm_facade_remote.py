@@ -170,3 +170,27 @@ async def test_asking_a_server_with_a_remote_tier_for_none_is_one_warning(
             warnings.simplefilter("error")  # the same setting as the server's: nothing to say
             async with Engine(arch=ARCH, server=str(paths.socket)) as e:
                 assert (await e.compile(CompileJob(scale_kernel(12.5)))).ok
+
+
+def test_a_server_holding_a_replaced_key_is_not_used_by_the_facade(
+    facade: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asynccomp.cache import RemoteAuth
+
+    from .servers import running_server
+
+    _server_mode(monkeypatch, "default")
+    monkeypatch.setenv(REMOTE_CACHE_ENV, redis_server.url)
+    new_key = "the team's new key, after a leak: 42"
+    with running_server(facade):  # started with the team's (old) key
+        monkeypatch.setenv(REMOTE_CACHE_KEY_ENV, new_key)
+        first, second, said = _compile_twice()
+        engine = asynccomp.tvm.engine()
+        assert first[:4] == ELF and first == second
+        assert len(said) == 1, [str(w.message) for w in said]
+        assert RemoteAuth(TEAM_KEY).key_id in str(said[0].message)
+        # In this process, under the client's own key.
+        assert engine.where == "in process"
+        assert engine.cache is not None and engine.cache.remote is not None
+        assert engine.cache.remote.auth.key_id == RemoteAuth(new_key).key_id
+        asynccomp.tvm.shutdown()  # before its server is stopped

@@ -29,7 +29,7 @@ from ..backends import CompilerBackend
 from ..cache import RemoteCache, ResultCache
 from ..config import EngineConfig
 from ..cost import CostModel
-from ..errors import AsyncCompWarning
+from ..errors import AsyncCompWarning, ServerError
 from ..runner import Runner
 from ..toolkit import Toolkit
 from ._dumps import DumpRegistry
@@ -129,6 +129,9 @@ async def _on_server(
     toolkit = client.toolkit
     if config.arch is not None:
         check_arch(toolkit, "nvrtc", config.arch, "Engine(arch=...), on the compile server")
+    mismatch = client.remote_key_mismatch()
+    if mismatch is not None:
+        raise ServerError(mismatch)
     for warning in client.overridden_settings():
         warnings.warn(warning, AsyncCompWarning, stacklevel=4)
     # Rendered here, with the server's toolkit; never started (the server compiles).

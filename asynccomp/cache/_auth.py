@@ -60,6 +60,7 @@ __all__ = (
     "MISSING_KEY",
     "REMOTE_CACHE_KEY_ENV",
     "REMOTE_CACHE_KEY_FILE_ENV",
+    "SEAL_MAGIC",
     "SEAL_VERSION",
     "RemoteAuth",
     "is_cache_key",
@@ -73,6 +74,8 @@ REMOTE_CACHE_KEY_FILE_ENV = "ASYNCCOMP_REMOTE_CACHE_KEY_FILE"
 #: The sealed format's version (in its magic and in the store's key names).
 SEAL_VERSION = 2
 _MAGIC = b"ACAUTH%d\0" % SEAL_VERSION
+#: How every sealed value starts (a store may look at this much before reading more).
+SEAL_MAGIC = _MAGIC
 _TAG = 32
 _LENGTH = struct.Struct(">Q")
 _CACHE_KEY = re.compile(r"[0-9a-f]{64}")

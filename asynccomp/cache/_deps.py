@@ -3,8 +3,16 @@
 A cache key covers the source, the options and the toolkit (whose headers the include
 fingerprint stands for), but not a header the source includes from a folder of the
 user's (``-I``). Like ccache's direct mode, every cache entry keeps the files the
-compile read outside the toolkit, each with its size, mtime and SHA-256; a lookup checks
-them, and a changed, vanished or newly appeared one makes the entry a miss.
+compile read outside the toolkit, each with its size, mtime, ctime, inode and SHA-256; a
+lookup checks them, and a changed, vanished or newly appeared one makes the entry a miss.
+
+Size and mtime alone do not say a file is unchanged: ``tar -x``, ``rsync -t`` and
+``cp -p`` restore mtimes, and a rewrite of the same size with its mtime set back is
+another file. Like ccache, a file is taken as unchanged without reading it only when its
+ctime (which no user can set: every write, ``utime`` or rename moves it) and its inode are
+also those recorded; otherwise its digest decides (a file only touched is still a hit).
+Records written before the ctime and inode were kept (four fields) are always checked
+by digest.
 
 Where the list comes from:
 
@@ -17,8 +25,8 @@ to its recorded size (see :mod:`._files`). A dependency that became a FIFO, a de
 folder, unreadable or larger is a miss, never a hang; a lookup costs one ``stat`` per
 dependency when nothing changed.
 
-A dependency whose mtime is not older than the compile's start is not trusted (it may
-have changed while the compiler read it): such a result is not cached.
+A dependency whose mtime or ctime is not older than the compile's start is not trusted
+(it may have changed while the compiler read it): such a result is not cached.
 """
 
 from __future__ import annotations
@@ -45,31 +53,48 @@ __all__ = (
 
 @dataclass(frozen=True)
 class Dependency:
-    """A file a compile read (``digest``), or found not to exist (``digest is None``)."""
+    """A file a compile read (``digest``), or found not to exist (``digest is None``).
+
+    ``ctime_ns`` and ``inode``: ``None`` when not known (a record of an older version),
+    and then the file's digest is always compared."""
 
     path: str
     size: int
     mtime_ns: int
     digest: str | None
+    ctime_ns: int | None = None
+    inode: int | None = None
 
     def to_json(self) -> list[object]:
-        return [self.path, self.size, self.mtime_ns, self.digest]
+        return [self.path, self.size, self.mtime_ns, self.digest, self.ctime_ns, self.inode]
 
     @classmethod
     def from_json(cls, value: object) -> Dependency:
-        if not (isinstance(value, list) and len(value) == 4):
+        if not (isinstance(value, list) and len(value) in (4, 6)):
             raise ValueError(f"not a dependency: {value!r}")
-        path, size, mtime, digest = value
+        path, size, mtime, digest, ctime, inode = [*value, None, None][:6]
         if not (
             isinstance(path, str)
             and isinstance(size, int)
             and isinstance(mtime, int)
             and (digest is None or isinstance(digest, str))
+            and (ctime is None or isinstance(ctime, int))
+            and (inode is None or isinstance(inode, int))
             and "\0" not in path
             and size >= 0
         ):
             raise ValueError(f"not a dependency: {value!r}")
-        return cls(path, size, mtime, digest)
+        return cls(path, size, mtime, digest, ctime, inode)
+
+    def same_file(self, st: os.stat_result) -> bool:
+        """Whether ``st`` is the file recorded, unchanged, without reading it: the same
+        size, mtime, ctime and inode (an unknown ctime or inode: never)."""
+        return (
+            self.ctime_ns is not None
+            and self.inode is not None
+            and (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            == (self.size, self.mtime_ns, self.ctime_ns, self.inode)
+        )
 
 
 def snapshot(
@@ -88,9 +113,9 @@ def snapshot(
             st, digest = digest_regular(path, READ_LIMIT)
         except OSError:
             return None
-        if st.st_mtime_ns >= not_before_ns:
+        if max(st.st_mtime_ns, st.st_ctime_ns) >= not_before_ns:
             return None
-        deps.append(Dependency(path, st.st_size, st.st_mtime_ns, digest))
+        deps.append(Dependency(path, st.st_size, st.st_mtime_ns, digest, st.st_ctime_ns, st.st_ino))
     for path in dict.fromkeys(absent):
         if path in found:
             continue
@@ -114,7 +139,7 @@ def _changed(dep: Dependency, stopped: Callable[[], bool] | None = None) -> bool
         return True  # cannot be looked at: not to be trusted
     if dep.digest is None or not stat.S_ISREG(st.st_mode):
         return True  # was not there and is now, or is no longer a regular file
-    if st.st_size == dep.size and st.st_mtime_ns == dep.mtime_ns:
+    if dep.same_file(st):
         return False
     if st.st_size != dep.size or dep.size > READ_LIMIT:
         return True
@@ -129,10 +154,10 @@ def dependencies_changed(
     deps: Iterable[Dependency], stopped: Callable[[], bool] | None = None
 ) -> bool:
     """Whether any dependency differs from what was recorded: a cheap ``stat`` for the
-    unchanged ones (same size and mtime), the content's digest for the others (so a file
-    only touched is still a hit). Anything odd (a FIFO, a device, a folder, a file that
-    cannot be read or changes while read) counts as changed; nothing blocks or reads
-    more than the recorded size plus one byte.
+    unchanged ones (same size, mtime, ctime and inode), the content's digest for the
+    others (so a file only touched is still a hit). Anything odd (a FIFO, a device, a
+    folder, a file that cannot be read or changes while read) counts as changed;
+    nothing blocks or reads more than the recorded size plus one byte.
 
     ``stopped``: asked before each dependency and each MiB read; once it is true, raises
     :class:`~asynccomp.cache._files.Stopped` (neither changed nor unchanged: not known).

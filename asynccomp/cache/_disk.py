@@ -3,11 +3,13 @@
 Entries live under ``<root>/v<format>/<key[:2]>/<key>.entry``. A write goes to a temp
 file in the same folder and is renamed into place, so a reader sees either no entry or a
 whole one. Every read is checked (magic bytes, format version, lengths, a sha256 over
-the whole entry): a damaged file is a miss, is deleted, and raises a
+the whole entry): a damaged file is a miss, is deleted, and issues a
 :class:`CacheCorruptionWarning`. An I/O error while reading is a miss; one while writing
-is a :class:`CacheWriteWarning` (once per cache) and the entry is simply not kept. Only
-the :class:`DiskCache` constructor raises, :class:`CacheUnavailable`, when the folder
-cannot be created or written.
+is a :class:`CacheWriteWarning` (once per cache) and the entry is simply not kept. These
+warnings are logged too and never raise, not even under ``-W error`` (see
+:func:`~asynccomp.cache._entry.warn_or_log`): a cache's trouble never fails a compile.
+Only the :class:`DiskCache` constructor raises, :class:`CacheUnavailable`, when the
+folder cannot be created or written.
 """
 
 from __future__ import annotations
@@ -24,13 +26,18 @@ import stat
 import struct
 import threading
 import time
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import CacheUnavailable
-from ._entry import CacheCorruptionWarning, CacheEntry, CacheReadWarning, CacheWriteWarning
+from ._entry import (
+    CacheCorruptionWarning,
+    CacheEntry,
+    CacheReadWarning,
+    CacheWriteWarning,
+    warn_or_log,
+)
 from ._keys import CACHE_FORMAT_VERSION
 
 __all__ = ("DiskCache", "decode_entry", "encode_entry")
@@ -266,11 +273,7 @@ class DiskCache:
             _remove(path)
         except OSError:
             return
-        warnings.warn(
-            f"compile-cache entry {path} was {reason}; removed",
-            CacheCorruptionWarning,
-            stacklevel=4,
-        )
+        warn_or_log(f"compile-cache entry {path} was {reason}; removed", CacheCorruptionWarning, 4)
 
     @staticmethod
     def _touch(fd: int, path: Path) -> None:
@@ -288,11 +291,8 @@ class DiskCache:
                 path.unlink()
         except OSError:
             pass  # already gone (another process got there first) or not removable
-        # Warn last: under ``-W error`` the warning raises, and the file is gone by then.
-        warnings.warn(
-            f"corrupt compile-cache entry {path} deleted: {reason}",
-            CacheCorruptionWarning,
-            stacklevel=3,
+        warn_or_log(
+            f"corrupt compile-cache entry {path} deleted: {reason}", CacheCorruptionWarning, 3
         )
 
     # -- writing
@@ -378,7 +378,7 @@ class DiskCache:
             if category in self._warned:
                 return
             self._warned.add(category)
-        warnings.warn(f"{message} [cache {self.directory}]", category, stacklevel=stacklevel)
+        warn_or_log(f"{message} [cache {self.directory}]", category, stacklevel)
 
     # -- size and eviction
 

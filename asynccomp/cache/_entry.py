@@ -1,7 +1,9 @@
-"""One cached compile, and the warnings the cache issues."""
+"""One cached compile, and the warnings the cache issues (:func:`warn_or_log`)."""
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +17,10 @@ __all__ = (
     "CacheEntry",
     "CacheReadWarning",
     "CacheWriteWarning",
+    "warn_or_log",
 )
+
+logger = logging.getLogger("asynccomp.cache")
 
 
 class CacheCorruptionWarning(CacheWarning):
@@ -38,6 +43,19 @@ class CacheWriteWarning(CacheWarning):
 
 class CacheDirWarning(CacheWarning):
     """The disk cache could not be used; the engine goes on with the memory level alone."""
+
+
+def warn_or_log(message: str, category: type[Warning], stacklevel: int) -> None:
+    """Log ``message`` and issue it as a ``category`` warning, which never raises.
+
+    A cache's trouble costs a hit or an entry, never a compile: under ``-W error``
+    (pytest's ``filterwarnings = error``) a warning raised from a write would end the
+    batch that wrote it, and its results with it. The log line says it then."""
+    logger.warning("asynccomp: %s", message)
+    try:
+        warnings.warn(message, category, stacklevel=stacklevel + 1)
+    except category:
+        pass  # made an error (-W error): the log line above says it
 
 
 @dataclass(frozen=True)

@@ -65,9 +65,14 @@ def _open_regular(path: str) -> tuple[int, os.stat_result]:
     return fd, st
 
 
+def _stamp(st: os.stat_result) -> tuple[int, int, int]:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def _check_unchanged(fd: int, st: os.stat_result, read: int, path: str) -> None:
     after = os.fstat(fd)
-    if read != st.st_size or (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
+    # ctime too: a rewrite of the same size whose mtime was set back moves it.
+    if read != st.st_size or _stamp(after) != _stamp(st):
         raise FileChanged(errno.EAGAIN, "changed while it was read", path)
 
 

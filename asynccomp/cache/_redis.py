@@ -1,11 +1,22 @@
 """A Redis store for the remote tier, over anyio: a small RESP2 client of our own.
 
 What Triton, Inductor, sccache and ccache users already run for a shared compile cache.
-The client speaks only what the cache needs (``AUTH``, ``SELECT``, ``PING``, ``MGET``,
-``SET ... EX``), on one connection, one request at a time; it works on any anyio
-backend and needs no dependency. Every request has a deadline (``timeout``, connecting
-``connect_timeout``); a failure closes the connection, and :class:`RemoteCache` answers
-misses until it is time to try again.
+The client speaks only what the cache needs (``AUTH``, ``SELECT``, ``PING``, ``STRLEN``,
+``GETRANGE``, ``SET ... EX``), on one connection, one request (or pipeline of them) at a
+time; it works on any anyio backend and needs no dependency.
+
+Anyone who can reach the Redis can write at the names asynccomp reads (no key is needed
+to write, and key ids are not secret), so a lookup never reads a value whole before
+judging it: one pipeline asks each value's length and first bytes (``STRLEN``,
+``GETRANGE 0 7``); only values of at most ``max_entry_bytes`` that start as a sealed
+value does are read, by a second one (``GETRANGE 0 max_entry_bytes-1``: bounded even if
+the value grew in between). A value over the bound is a miss (not downloaded), one that
+is not sealed (or not a string) a forgery (see :class:`~asynccomp.cache.RemoteAuth`),
+and either name is not asked for again for a while (:meth:`RemoteCache.refuse`).
+
+Every request has a deadline (``timeout``, connecting ``connect_timeout``); a failure
+closes the connection, and :class:`RemoteCache` answers misses until it is time to try
+again.
 
 Entries live under ``<prefix><key id>:s<sealed format version>:<cache key>``: the key
 id names the team's key (:class:`~asynccomp.cache.RemoteAuth`), so teams with different
@@ -40,7 +51,7 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..errors import InvalidJob
-from ._auth import MISSING_KEY, SEAL_VERSION, RemoteAuth
+from ._auth import MISSING_KEY, SEAL_MAGIC, SEAL_VERSION, RemoteAuth
 from ._remote import RemoteCache, _is_seconds, login_span, redacted_url
 from ._secret import Secret
 
@@ -103,13 +114,18 @@ class _Connection:
         self.stream = stream
         self.receive = BufferedByteReceiveStream(stream)
 
-    async def reply(self) -> Any:
+    async def reply(self, *, errors: bool = False) -> Any:
+        """The next reply; an error reply raises :class:`RedisError`, or is returned as
+        one with ``errors`` (a pipeline's other replies still follow it)."""
         line = await self.receive.receive_until(_CRLF, _MAX_LINE)
         kind, rest = line[:1], line[1:]
         if kind == b"+":
             return rest
         if kind == b"-":
-            raise RedisError(rest.decode(errors="replace"))
+            error = RedisError(rest.decode(errors="replace"))
+            if errors:
+                return error
+            raise error
         if kind == b":":
             return int(rest)
         if kind == b"$":
@@ -128,6 +144,11 @@ class _Connection:
     async def command(self, *args: bytes | str | int) -> Any:
         await self.stream.send(_encode_command(args))
         return await self.reply()
+
+    async def pipeline(self, commands: Sequence[Sequence[bytes | str | int]]) -> list[Any]:
+        """Send ``commands`` at once; their replies, an error one as a RedisError."""
+        await self.stream.send(b"".join(_encode_command(c) for c in commands))
+        return [await self.reply(errors=True) for _ in commands]
 
 
 class RedisCache(RemoteCache):
@@ -309,6 +330,14 @@ class RedisCache(RemoteCache):
         return connection
 
     async def _request(self, *args: bytes | str | int) -> Any:
+        [answer] = await self._pipeline([args])
+        if isinstance(answer, RedisError):
+            raise answer
+        return answer
+
+    async def _pipeline(self, commands: Sequence[Sequence[bytes | str | int]]) -> list[Any]:
+        """The replies to ``commands``, sent at once (an error reply as a RedisError),
+        within one ``timeout``."""
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:
@@ -317,7 +346,7 @@ class RedisCache(RemoteCache):
                     with anyio.fail_after(self.connect_timeout):
                         self._connection = await self._connect()
                 with anyio.fail_after(self.timeout):
-                    return await self._connection.command(*args)
+                    return await self._connection.pipeline(commands)
             except BaseException:
                 # A connection in an unknown state (a reply half read) is not reused.
                 await self._drop()
@@ -330,10 +359,36 @@ class RedisCache(RemoteCache):
                 await connection.stream.aclose()
 
     async def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        found = await self._request("MGET", *(self.namespace + key for key in keys))
-        if not isinstance(found, list):
-            raise RedisError(f"MGET answered {type(found).__name__}")
-        return [item if isinstance(item, bytes) else None for item in found]
+        names = [self.namespace + key for key in keys]
+        magic = len(SEAL_MAGIC)
+        # First what each value is: its length and first bytes, never the value itself.
+        probes = await self._pipeline(
+            [c for name in names for c in (("STRLEN", name), ("GETRANGE", name, 0, magic - 1))]
+        )
+        found: list[bytes | None] = [None] * len(keys)
+        wanted: list[int] = []
+        for i, key in enumerate(keys):
+            length, start = probes[2 * i], probes[2 * i + 1]
+            if isinstance(length, RedisError) or isinstance(start, RedisError):
+                found[i] = b""  # not a string (WRONGTYPE): nothing asynccomp wrote
+            elif not isinstance(length, int) or not isinstance(start, bytes):
+                raise RedisError(f"STRLEN/GETRANGE answered {length!r:.40}, {start!r:.40}")
+            elif length == 0:
+                pass  # no value: a plain miss
+            elif length > self.max_entry_bytes:
+                self.refuse(key)  # never read: a miss, and not asked for again for a while
+            elif start != SEAL_MAGIC:
+                found[i] = b""  # not a sealed value: judged without reading it
+            else:
+                wanted.append(i)
+        if wanted:
+            # Bounded even if the value grew since: a cut value fails authentication.
+            values = await self._pipeline(
+                [("GETRANGE", names[i], 0, self.max_entry_bytes - 1) for i in wanted]
+            )
+            for i, value in zip(wanted, values, strict=True):
+                found[i] = value if isinstance(value, bytes) and value else None
+        return found
 
     async def _put(self, key: str, data: bytes) -> None:
         await self._request("SET", self.namespace + key, data, "EX", self.ttl)

@@ -14,6 +14,12 @@ while after a failure (:class:`RemoteCache` keeps that state and issues one
 :class:`RemoteCacheWarning` per outage). Writes are made by a writer task of the engine's,
 off every job's critical path.
 
+Nor can a value someone else wrote cost much: a store reads a value only when its length
+is at most ``max_entry_bytes`` (what it would have written) and it starts as a sealed
+value does, and a name whose value was refused (too large, not sealed, not verified) is
+remembered for ``bad_name_seconds``: lookups of it are misses without a request until
+then, or until this store writes a genuine entry there itself.
+
 :func:`remote_cache_from_url` makes the store a URL names (``redis://``, ``rediss://``,
 ``unix://``: :class:`~asynccomp.cache.RedisCache`); :func:`remote_cache_from_environment`
 the one ``$ASYNCCOMP_REMOTE_CACHE`` names; other stores implement :class:`RemoteCache`'s
@@ -27,6 +33,7 @@ import logging
 import math
 import os
 import re
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -37,7 +44,7 @@ import anyio.to_thread
 
 from ..errors import CacheWarning, InvalidJob
 from ._auth import MISSING_KEY, RemoteAuth
-from ._entry import CacheAuthWarning
+from ._entry import CacheAuthWarning, warn_or_log
 
 __all__ = (
     "REMOTE_CACHE_ENV",
@@ -76,8 +83,12 @@ class RemoteCache(abc.ABC):
             ``retry_after`` is not a finite number of seconds >= 0.
     """
 
-    #: Entries larger than this are not stored.
+    #: Entries larger than this are not stored, nor read.
     max_entry_bytes: int = 64 * 2**20
+    #: How long a name whose value was refused is a miss without a request.
+    bad_name_seconds: float = 600.0
+    #: How many such names are remembered (the oldest are forgotten first).
+    bad_names_kept: int = 4096
 
     def __init__(
         self, name: str, *, auth: RemoteAuth | None = None, retry_after: float = 30.0
@@ -99,6 +110,10 @@ class RemoteCache(abc.ABC):
         #: Lookups and writes that failed, and writes skipped while down or too large.
         self.errors = 0
         self.skipped = 0
+        # Names whose value was refused -> until when (time.monotonic()) they stay
+        # misses; insertion order is age. Marked from the lookup threads that verify.
+        self._bad: dict[str, float] = {}
+        self._bad_lock = threading.Lock()
 
     @property
     def available(self) -> bool:
@@ -108,36 +123,59 @@ class RemoteCache(abc.ABC):
     def _failed(self, what: str, exc: BaseException) -> None:
         self.errors += 1
         self._down_until = time.monotonic() + self.retry_after
-        logger.warning("asynccomp: remote cache %s: %s failed: %r", self.name, what, exc)
-        if not self._warned:
-            self._warned = True
-            try:
-                warnings.warn(
-                    f"remote compile cache {self.name} is not usable ({what}: {exc!r}); "
-                    f"compiling with the local cache alone, asking again every "
-                    f"{self.retry_after:g} s",
-                    RemoteCacheWarning,
-                    stacklevel=2,
-                )
-            except RemoteCacheWarning:
-                pass  # warnings made errors (-W error): the log line above says it
+        if self._warned:
+            logger.warning("asynccomp: remote cache %s: %s failed: %r", self.name, what, exc)
+            return
+        self._warned = True
+        warn_or_log(
+            f"remote compile cache {self.name} is not usable ({what}: {exc!r}); "
+            f"compiling with the local cache alone, asking again every "
+            f"{self.retry_after:g} s",
+            RemoteCacheWarning,
+            stacklevel=2,
+        )
+
+    def refuse(self, key: str) -> None:
+        """Remember that ``key``'s value was refused (too large, not sealed, forged):
+        lookups of it are misses without a request for ``bad_name_seconds``."""
+        with self._bad_lock:
+            self._bad.pop(key, None)
+            self._bad[key] = time.monotonic() + self.bad_name_seconds
+            while len(self._bad) > self.bad_names_kept:
+                del self._bad[next(iter(self._bad))]
+
+    def refused(self, key: str) -> bool:
+        """Whether ``key``'s value was refused less than ``bad_name_seconds`` ago."""
+        with self._bad_lock:
+            until = self._bad.get(key)
+            if until is None:
+                return False
+            if time.monotonic() < until:
+                return True
+            del self._bad[key]
+            return False
 
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         """The stored (sealed, not yet verified: :meth:`RemoteAuth.unseal`) bytes of
-        each key, ``None`` for a miss; never raises."""
+        each key, ``None`` for a miss (a name refused lately is one without a request);
+        never raises."""
         if not keys:
             return []
         if not self.available:
             return [None] * len(keys)
+        asked = [key for key in keys if not self.refused(key)]
+        if not asked:
+            return [None] * len(keys)
         try:
-            found = await self._get_many(keys)
+            found = await self._get_many(asked)
         except Exception as exc:
             self._failed("a lookup", exc)
             return [None] * len(keys)
-        if len(found) != len(keys):
+        if len(found) != len(asked):
             self._failed("a lookup", ValueError("answers do not match the keys"))
             return [None] * len(keys)
-        return found
+        answers = dict(zip(asked, found, strict=True))
+        return [answers.get(key) for key in keys]
 
     async def put(self, key: str, data: bytes) -> None:
         """Store ``data`` (a sealed entry: :meth:`RemoteAuth.seal`) under ``key``;
@@ -149,10 +187,16 @@ class RemoteCache(abc.ABC):
             await self._put(key, data)
         except Exception as exc:
             self._failed("a write", exc)
+            return
+        with self._bad_lock:
+            self._bad.pop(key, None)  # a genuine entry is there now
 
     @abc.abstractmethod
     async def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """The store's answer (may raise)."""
+        """The store's answer (may raise): each key's value, ``None`` for none. Values
+        over ``max_entry_bytes`` are not read: they are ``None``, after :meth:`refuse`;
+        a value known not to be sealed without reading it whole may be ``b""`` (which
+        fails authentication)."""
 
     @abc.abstractmethod
     async def _put(self, key: str, data: bytes) -> None:
@@ -332,8 +376,4 @@ def warn_forged(remote: RemoteCache, count: int) -> None:
         f"{remote.auth.key_id}: forged, damaged, or written with another key); they "
         "were recompiled and not kept locally (asynccomp cache stats counts them)"
     )
-    logger.warning("asynccomp: %s", message)
-    try:
-        warnings.warn(message, CacheAuthWarning, stacklevel=3)
-    except CacheAuthWarning:
-        pass  # warnings made errors (-W error): the log line above says it
+    warn_or_log(message, CacheAuthWarning, stacklevel=3)

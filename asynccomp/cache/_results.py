@@ -312,6 +312,7 @@ class ResultCache:
             return RemoteVerdict(None, False)
         data = remote.auth.unseal(key, blob)
         if data is None:
+            remote.refuse(key)  # not asked for again for a while
             return RemoteVerdict(None, True)
         entry = decode_entry(key, data)
         if entry is None or not self.fresh(entry, stopped):
@@ -407,7 +408,7 @@ def check_cost(entry: CacheEntry | None) -> int:
     if not isinstance(recorded, list):
         return 0
     return sum(
-        d[1] for d in recorded if isinstance(d, list) and len(d) == 4 and isinstance(d[1], int)
+        d[1] for d in recorded if isinstance(d, list) and len(d) in (4, 6) and isinstance(d[1], int)
     )
 
 

@@ -31,7 +31,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from ..errors import ServerError
+from ..errors import InvalidJob, ServerError
 from ..runner import CompileRequest, RunEvents, Runner
 from ..toolkit import Toolkit
 from ._connect import GONE, Connection, NoServer, open_connection, start_server
@@ -178,6 +178,30 @@ class ServerClient(Runner):
                     "its setting is used"
                 )
         return lines
+
+    def remote_key_mismatch(self) -> str | None:
+        """Why this client's jobs cannot run on the server, or ``None``: both have a
+        remote tier, sealed with different keys. A server keeps the key it started
+        with; the client's key governs its jobs (after a leaked key is replaced, no
+        entry verified under the old one may answer them)."""
+        from ..cache import REMOTE_CACHE_ENV, RemoteAuth
+
+        theirs = self.welcome.settings.get("remote_cache_key_id")
+        if not theirs or not self._environ.get(REMOTE_CACHE_ENV, "").strip():
+            return None
+        try:
+            auth = RemoteAuth.from_environment(self._environ)
+        except InvalidJob:  # a bad key here: overridden_settings says the tier is unusable
+            return None
+        if auth is None or auth.key_id == theirs:
+            return None
+        return (
+            f"the compile server (pid {self.welcome.pid}) seals and verifies remote cache "
+            f"entries with the key of id {theirs}, this process with another key (id "
+            f"{auth.key_id}, from {auth.source}); a server keeps the key it started with: "
+            "stop it (asynccomp serve --stop) and the next engine starts one with this "
+            "key, or compile in this process (Engine(server=None), ASYNCCOMP_SERVER=off)"
+        )
 
     # -- connecting --------------------------------------------------------------------------
 

@@ -306,6 +306,11 @@ class Server:
             if cache is None or cache.disk is None
             else str(cache.disk.root.resolve()),
             "remote_cache": None if cache is None or cache.remote is None else cache.remote.name,
+            # The id of the key it seals and verifies with (never the key): a client
+            # holding another one must not get entries verified under this one.
+            "remote_cache_key_id": None
+            if cache is None or cache.remote is None
+            else cache.remote.auth.key_id,
             "slots": None if local is None else dict(local.scheduler.slots()),
             "nvrtc_mode": self._mode,
             "executor": "ray" if local is not None and local.on_cluster else "local",
