@@ -175,12 +175,20 @@ def _check_outputs(args: argparse.Namespace) -> None:
             path.unlink()
 
 
-def _jobs(args: argparse.Namespace, files: list[Path], names: list[str]) -> list[CompileJob]:
+def _jobs(
+    args: argparse.Namespace, files: list[Path], names: list[str], skipped: list[str]
+) -> tuple[list[CompileJob], list[Path]]:
+    """A job per file, and the files they are for; a file that cannot be read is
+    added to ``skipped`` (the others compile)."""
     options = compiler_options([*args.options, *args.extra_options])
-    jobs = []
+    jobs, read = [], []
     for path, name in zip(files, names, strict=True):
         try:
             source = read_source(path)
+        except OSError as exc:
+            skipped.append(f"{path}: cannot be read ({exc.strerror or exc})")
+            continue
+        try:
             jobs.append(
                 CompileJob(
                     source,
@@ -192,21 +200,31 @@ def _jobs(args: argparse.Namespace, files: list[Path], names: list[str]) -> list
                     timeout=args.timeout,
                 )
             )
-        except (OSError, AsyncCompError) as exc:
+        except AsyncCompError as exc:
             raise ValueError(f"{path}: {exc}") from exc
-    return jobs
+        read.append(path)
+    if not jobs:
+        raise FileNotFoundError("nothing to compile: no input could be read")
+    return jobs, read
 
 
 def run(args: argparse.Namespace) -> int:
+    skipped: list[str] = []
     try:
-        files = find_inputs(args.paths, args.examples)
+        inputs = find_inputs(args.paths, args.examples)
+        skipped, files = inputs.skipped, inputs.files
+        if not files:
+            raise FileNotFoundError("nothing to compile: give .cu files, folders, or --examples")
         names = unique_names(files)
         _check_arch(args.arch)
-        jobs = _jobs(args, files, names)
+        jobs, files = _jobs(args, files, names, skipped)
+        names = [job.name for job in jobs]
         _check_outputs(args)
         engine = _engine(args)
     except (OSError, ValueError) as exc:  # InvalidJob is a ValueError
+        _say_skipped(skipped)
         return _usage_error(exc)
+    _say_skipped(skipped)
     renamed = [(f, n) for f, n in zip(files, names, strict=True) if n != safe_stem(f.stem)]
     if renamed and not args.quiet:
         shown = ", ".join(f"{f} -> {n}" for f, n in renamed)
@@ -217,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
     # With --json -, stdout carries the records: everything else goes to stderr.
     out = sys.stderr if args.json == "-" else sys.stdout
     state = CompileRun(engine, jobs, dict(zip(jobs, files, strict=True)), args, out)
+    state.skipped = len(skipped)
     with quiet_ctrl_c(out):
         try:
             return anyio.run(state.compile)
@@ -269,6 +288,12 @@ def running_server() -> str | None:
         except OSError:
             return None
     return str(path)
+
+
+def _say_skipped(skipped: list[str]) -> None:
+    """One line per input that will not be compiled (exit status 3 says so at the end)."""
+    for line in skipped:
+        print(f"asynccomp: skipped {line}", file=sys.stderr)
 
 
 def _usage_error(exc: BaseException) -> int:

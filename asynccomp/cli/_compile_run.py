@@ -24,9 +24,13 @@ from ..errors import AsyncCompWarning
 from ..job import CompileJob
 from ..result import CompileResult
 from ._progress import Display, Estimates, JobLines, ProgressBar
-from ._report import failures, records, summary
+from ._report import failures, plural, records, summary
 
-__all__ = ("CompileRun", "ignored_jobs", "quiet_ctrl_c")
+__all__ = ("SKIPPED", "CompileRun", "ignored_jobs", "quiet_ctrl_c")
+
+#: The exit status of a run whose jobs all compiled but that skipped inputs it could not
+#: use (each named on stderr): a sweep that lost a kernel must not pass for complete.
+SKIPPED = 3
 
 
 class CompileRun:
@@ -44,6 +48,7 @@ class CompileRun:
         self.results: list[CompileResult] = []
         self.finished_at: dict[int, float] = {}
         self.interrupted = False
+        self.skipped = 0  # inputs not compiled: exit status 3 when nothing else failed
         self.display: Display | None = None
         self.where = engine.where
 
@@ -122,12 +127,19 @@ class CompileRun:
             else:
                 Path(self.args.json).write_text(text)
         print(summary(results, wall, total=len(self.jobs), where=self.where), file=self.out)
+        if self.skipped:
+            print(
+                f"{plural(self.skipped, 'input')} skipped (named above, not compiled)",
+                file=self.out,
+            )
         report = failures(results)
         if report:
             print(f"\n{report}", file=sys.stderr)
         if self.interrupted:
             return 130
-        return 1 if any(not r.ok for r in results) else 0
+        if any(not r.ok for r in results):
+            return 1
+        return SKIPPED if self.skipped else 0
 
 
 @contextlib.contextmanager
