@@ -19,6 +19,7 @@ from ..job import CompileJob
 from ..server import server_paths
 from ._args import arch, positive_float, positive_int
 from ._compile_run import CompileRun, quiet_ctrl_c
+from ._json_file import file_state
 from ._inputs import compiler_options, find_inputs, read_source, source_options, unique_names
 from ._ray_args import add_ray_timeout, ray_executor
 
@@ -165,6 +166,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise OSError(f"--out {args.out} cannot be written: {exc.strerror or exc}") from None
     if args.json is not None and args.json != "-":
         path = Path(args.json)
+        # What was there before the run: replaced; what another run writes meanwhile: kept.
+        args.json_state = file_state(path)
         existed = path.exists()
         try:
             with open(path, "a"):

@@ -23,6 +23,7 @@ from ..engine import Engine
 from ..errors import AsyncCompWarning
 from ..job import CompileJob
 from ..result import CompileResult
+from ._json_file import write_records
 from ._progress import Display, Estimates, JobLines, ProgressBar
 from ._report import failures, plural, records, summary
 
@@ -49,6 +50,7 @@ class CompileRun:
         self.finished_at: dict[int, float] = {}
         self.interrupted = False
         self.skipped = 0  # inputs not compiled: exit status 3 when nothing else failed
+        self.unwritten = False  # --json could not be written: exit status 1
         self.display: Display | None = None
         self.where = engine.where
 
@@ -120,12 +122,19 @@ class CompileRun:
             rows = records(
                 results, self.finished_at, unfinished, self.paths, self._output_name, versions
             )
-            text = json.dumps(rows, indent=2) + "\n"
             if self.args.json == "-":
-                sys.stdout.write(text)
+                sys.stdout.write(json.dumps(rows, indent=2) + "\n")
                 sys.stdout.flush()
             else:
-                Path(self.args.json).write_text(text)
+                seen = getattr(self.args, "json_state", None)
+                try:
+                    note = write_records(Path(self.args.json), rows, seen)
+                except OSError as exc:
+                    print(f"asynccomp: could not write {self.args.json}: {exc}", file=sys.stderr)
+                    self.unwritten = True
+                else:
+                    if note is not None:
+                        print(f"asynccomp: note: {note}", file=sys.stderr)
         print(summary(results, wall, total=len(self.jobs), where=self.where), file=self.out)
         if self.skipped:
             print(
@@ -137,7 +146,7 @@ class CompileRun:
             print(f"\n{report}", file=sys.stderr)
         if self.interrupted:
             return 130
-        if any(not r.ok for r in results):
+        if self.unwritten or any(not r.ok for r in results):
             return 1
         return SKIPPED if self.skipped else 0
 
