@@ -20,8 +20,9 @@ from ..server import server_paths
 from ._args import arch, positive_float, positive_int
 from ._compile_run import CompileRun, quiet_ctrl_c
 from ._json_file import file_state
+from ._messages import in_cli_terms
 from ._inputs import compiler_options, find_inputs, read_source, source_options, unique_names
-from ._ray_args import add_ray_timeout, ray_executor
+from ._ray_args import add_ray_timeout, ray_address, ray_executor
 
 __all__ = (
     "add_ray_timeout",
@@ -126,6 +127,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--ray",
+        type=ray_address,
         default=None,
         metavar="ADDRESS",
         help="compile on actors of a Ray cluster: auto (the one this machine belongs to), "
@@ -152,6 +154,23 @@ def add_parser(sub: Any) -> None:
 def _check_arch(arch: str | None) -> None:
     if arch is None and local_gpu_arch() is None:
         raise ValueError("no GPU found to ask for an architecture: give --arch, e.g. sm_90a")
+
+
+def _output_for_arch(args: argparse.Namespace) -> None:
+    """A virtual architecture (``compute_90a``) compiles to PTX, as with nvcc and NVRTC:
+    ``--output cubin`` (SASS for one real GPU) is refused with it, not quietly compiled
+    for ``sm_90a``; without ``--output`` NVRTC gives PTX (nvcc: a fatbin holding PTX)."""
+    if args.arch is None or not args.arch.startswith("compute_"):
+        return
+    real = "sm_" + args.arch.removeprefix("compute_")
+    if args.output == "cubin":
+        other = "--output ptx" + (" or fatbin" if args.backend == "nvcc" else "")
+        raise ValueError(
+            f"--output cubin needs a real GPU architecture (--arch {real}): {args.arch} is a "
+            f"virtual one, which compiles to PTX ({other})"
+        )
+    if args.output is None and args.backend == "nvrtc":
+        args.output = "ptx"
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -220,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
             raise FileNotFoundError("nothing to compile: give .cu files, folders, or --examples")
         names = unique_names(files)
         _check_arch(args.arch)
+        _output_for_arch(args)
         jobs, files = _jobs(args, files, names, skipped)
         names = [job.name for job in jobs]
         _check_outputs(args)
@@ -300,5 +320,5 @@ def _say_skipped(skipped: list[str]) -> None:
 
 
 def _usage_error(exc: BaseException) -> int:
-    print(f"asynccomp: error: {exc}", file=sys.stderr)
+    print(f"asynccomp: error: {in_cli_terms(exc)}", file=sys.stderr)
     return 2
