@@ -29,7 +29,9 @@ def test_ctrl_c_marks_every_unfinished_dump_interrupted(tmp_path: Path) -> None:
     env = {**os.environ, "ASYNCCOMP_CACHE_DIR": str(tmp_path / "cache")}
     for i in range(12):  # a few seconds each, one at a time
         (src / f"k{i:02d}.cu").write_text(slow_kernel(4000 + i))
-    with _compile(str(src), "-j", "1", "--dump", str(dumps), "--json", str(report), env=env) as proc:
+    with _compile(
+        str(src), "-j", "1", "--dump", str(dumps), "--json", str(report), env=env
+    ) as proc:
         assert proc.stdout is not None
         finished = 0
         for line in proc.stdout:  # wait on output: two results are out

@@ -19,9 +19,9 @@ from ..job import CompileJob
 from ..server import server_paths
 from ._args import arch, positive_float, positive_int
 from ._compile_run import CompileRun, quiet_ctrl_c
+from ._inputs import compiler_options, find_inputs, read_source, source_options, unique_names
 from ._json_file import file_state
 from ._messages import in_cli_terms
-from ._inputs import compiler_options, find_inputs, read_source, source_options, unique_names
 from ._ray_args import add_ray_timeout, ray_address, ray_executor
 
 __all__ = (

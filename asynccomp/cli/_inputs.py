@@ -17,7 +17,11 @@ from ..examples import example_names, example_path
 __all__ = (
     "Inputs",
     "compiler_options",
-    "find_inputs", "read_source", "source_options", "unique_names")
+    "find_inputs",
+    "read_source",
+    "source_options",
+    "unique_names",
+)
 
 _QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"', re.M)
 

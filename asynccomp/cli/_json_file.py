@@ -46,7 +46,7 @@ def _folder_lock(folder: Path) -> Iterator[None]:
 def write_records(path: Path, rows: list[dict[str, Any]], seen: FileState) -> str | None:
     """Write ``rows`` to ``path`` atomically; ``seen``: the file as it was when this run
     started. Returns a note for the user when another run's records were kept."""
-    folder = path.parent if str(path.parent) else Path(".")
+    folder = path.parent
     note = None
     with _folder_lock(folder):
         kept: list[Any] = []
@@ -67,7 +67,7 @@ def write_records(path: Path, rows: list[dict[str, Any]], seen: FileState) -> st
         temporary = folder / f".{path.name}.{os.getpid()}.tmp"
         try:
             temporary.write_text(json.dumps([*kept, *rows], indent=2) + "\n")
-            os.replace(temporary, path)
+            temporary.replace(path)
         finally:
             temporary.unlink(missing_ok=True)
     return note

@@ -36,7 +36,9 @@ _FLAGS = {
 }
 
 # Where the library names whose setting it was, in Python ("; Engine(arch=...)").
-_PYTHON_OWNER = re.compile(r";\s*(?:Engine|RayExecutor)\([^)]*\)(?P<server>, on the compile server)?$")
+_PYTHON_OWNER = re.compile(
+    r";\s*(?:Engine|RayExecutor)\([^)]*\)(?P<server>, on the compile server)?$"
+)
 
 PREFIX = "asynccomp: "
 
