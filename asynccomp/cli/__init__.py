@@ -4,7 +4,7 @@
 kernels); ``asynccomp bench`` measures how fast a corpus compiles in several
 configurations; ``asynccomp serve`` runs the compile server; ``asynccomp cache`` shows
 and tends the compile cache; ``asynccomp doctor`` prints the toolkit found. Exit status: 0 all good,
-1 a job failed, 2 a usage error, 130 interrupted.
+1 a job failed, 2 a usage error, 3 (compile) inputs skipped, 130 interrupted.
 """
 
 from __future__ import annotations

@@ -54,7 +54,9 @@ and an ETA from the estimated compile times; otherwise each finished job prints 
 Ctrl-C stops the run: what finished is summarized (and written with --json, the rest
 marked interrupted). --json - writes the records to stdout (the summary then goes to
 stderr). Exit status: 0 when every job compiled, 1 when one failed (its diagnostics go to
-stderr), 2 for a usage error, 130 when interrupted."""
+stderr), 2 for a usage error, 3 when every job compiled but inputs were skipped (a
+folder that cannot be listed, a dangling link or a loop, a FIFO named x.cu: one line
+each on stderr), 130 when interrupted."""
 
 
 def add_parser(sub: Any) -> None:
