@@ -13,7 +13,8 @@ even from several processes sharing a root) never share one. It holds:
   same command in that folder.
 
 The root also gets ``manifest.jsonl``, one JSON line per finished job, appended in a
-single ``write`` so lines from concurrent jobs never interleave.
+single ``write`` so lines from concurrent jobs never interleave. A job whose run stops
+first (Ctrl-C, a cancelled call) gets both too, with status ``interrupted``.
 
 Writing a dump never costs a compile result: an I/O error becomes a warning on the
 result, and the sweep goes on.
@@ -37,7 +38,13 @@ from .errors import CompileTimeout, DumpDirError
 from .job import CompileJob
 from .result import CompileResult
 
-__all__ = ("DumpRoot", "default_dump_root", "job_key", "result_record")
+__all__ = (
+    "DumpRoot",
+    "default_dump_root",
+    "interrupted_record",
+    "job_key",
+    "result_record",
+)
 
 MANIFEST = "manifest.jsonl"
 
@@ -119,6 +126,19 @@ class DumpRoot:
         (folder / "result.json").write_text(json.dumps(record, indent=2) + "\n")
         self.append_manifest(record)
 
+    def write_interrupted(
+        self,
+        folder: Path,
+        job: CompileJob,
+        prepared: PreparedCompile,
+        versions: dict[str, str | None],
+    ) -> None:
+        """``result.json`` and the manifest line of a job whose run stopped (Ctrl-C, a
+        cancelled call) before it finished: status ``interrupted``, no binary."""
+        record = interrupted_record(job, prepared, folder=folder, versions=versions)
+        (folder / "result.json").write_text(json.dumps(record, indent=2) + "\n")
+        self.append_manifest(record)
+
     def append_manifest(self, record: dict[str, Any]) -> None:
         keys = (
             "folder",
@@ -157,6 +177,40 @@ def _next_sequence(root: Path) -> int:
     except OSError:
         pass
     return highest + 1
+
+
+def interrupted_record(
+    job: CompileJob,
+    prepared: PreparedCompile,
+    *,
+    folder: Path | None,
+    versions: dict[str, str | None],
+) -> dict[str, Any]:
+    """The record of a job stopped before it finished (the same fields as
+    :func:`result_record`; no times, no binary)."""
+    return {
+        "folder": str(folder) if folder else None,
+        "name": job.name,
+        "backend": job.backend,
+        "output": prepared.output,
+        "arch": prepared.arch,
+        "options": list(job.options),
+        "timeout": job.timeout,
+        "status": "interrupted",
+        "error_type": None,
+        "error": "the run was interrupted before this job finished",
+        "elapsed": None,
+        "queued": None,
+        "cached": False,
+        "command": [],
+        "binary": None,
+        "binary_size": None,
+        "binary_sha256": None,
+        "resources": {},
+        "toolkit": versions,
+        "warnings": [],
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
 def result_record(

@@ -384,7 +384,8 @@ def test_the_key_is_not_in_doctor_cache_stats_or_repr(
         run_cli("cache", "stats", "--json", env=env),
     ]
     for proc in outputs:
-        assert proc.returncode == 0, proc.stderr
+        # doctor probes the remote tier: nothing listens at port 1, a problem (exit 1).
+        assert proc.returncode == (1 if "doctor" in proc.args else 0), proc.stderr
         assert secret not in proc.stdout + proc.stderr
         assert key_id in proc.stdout  # the id is how machines compare keys
     auth = RemoteAuth(secret)

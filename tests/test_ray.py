@@ -396,6 +396,18 @@ def test_an_unreachable_cluster_is_an_error_or_a_fallback(tmp_path: Path) -> Non
     assert lonely.returncode == 2 and "--ray-fallback goes with --ray" in lonely.stderr
 
 
+async def test_ray_actors_sets_how_many_actors_start(cluster: RayCluster) -> None:
+    """``--ray-actors 1`` on a cluster that offers 2 CPUs: one actor, not one per CPU."""
+    args = ("--ray", cluster.address, "--ray-actors", "1", "--idle-timeout", "0")
+    with server_folder() as folder, running_server(folder, *args) as (_, paths):
+        async with Engine(arch=ARCH, server=paths.socket) as client:
+            results = await client.compile_many(small_jobs(2))
+        said = await anyio.to_thread.run_sync(status, paths.socket)
+        assert said["executor"] == "ray" and said["workers"] == 1
+        assert len(actor_processes()) == 1
+    assert all(r.ok for r in results)
+
+
 async def test_the_compile_server_fronts_the_cluster(cluster: RayCluster) -> None:
     args = ("--ray", cluster.address, "--idle-timeout", "0")
     with server_folder() as folder, running_server(folder, *args) as (server, paths):

@@ -8,6 +8,7 @@ folders from the same sequence number.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +21,8 @@ from ..job import CompileJob
 from ..result import CompileResult
 
 __all__ = ("DumpRegistry",)
+
+logger = logging.getLogger("asynccomp")
 
 
 class DumpRegistry:
@@ -58,6 +61,19 @@ class DumpRegistry:
         folder = root.make_job_folder(job, prepared)
         root.write_inputs(folder, prepared)
         return folder
+
+    def interrupted(
+        self,
+        items: list[tuple[Path, CompileJob, PreparedCompile]],
+        versions: dict[str, str | None],
+    ) -> None:
+        """Blocking: mark each folder's job interrupted (``result.json``, manifest line).
+        A folder that cannot be written is left as it is: the run is stopping anyway."""
+        for folder, job, prepared in items:
+            try:
+                self.root_of(job).write_interrupted(folder, job, prepared, versions)
+            except OSError:
+                logger.warning("asynccomp: could not mark dump %s interrupted", folder)
 
     async def finish(
         self,

@@ -100,6 +100,7 @@ class Front:
                 await self.runner.run(requests, call, want=wanted)
             finally:
                 await requests.aclose()
+                await call.close_dumps()
                 call.forget()
 
     def deliver(self, batch: Batch, index: int, result: CompileResult) -> None:
@@ -116,7 +117,8 @@ class _Call:
         self.jobs = jobs
         self.task_group: anyio.abc.TaskGroup | None = None
         self.planned: dict[int, PlannedJob] = {}  # handed to the runner, not ended
-        self.folders: dict[int, Path] = {}
+        self.folders: dict[int, Path] = {}  # dump folders opened, the job not ended
+        self.dumped: dict[int, PlannedJob] = {}
         self.warnings: dict[int, list[str]] = {}
 
     async def requests(self, outlines: list[Outline]) -> AsyncGenerator[list[CompileRequest]]:
@@ -161,6 +163,7 @@ class _Call:
                 self.warnings[plan.index] = [f"dump not written: {exc}"]
                 continue
             self.folders[plan.index] = folder
+            self.dumped[plan.index] = plan
             if plan.prepared.backend == "nvcc":
                 plan = replace(plan, prepared=replace(plan.prepared, keep_dir=str(folder)))
             out[plan.index] = plan
@@ -217,6 +220,19 @@ class _Call:
             )
         finally:
             self.front.deliver(self.batch, index, result)
+
+    async def close_dumps(self) -> None:
+        """The batch ended (finished or cancelled): each dump folder of a job that did
+        not end gets a ``result.json`` and a manifest line saying it was interrupted, so
+        that every folder of a stopped sweep says what became of its job."""
+        left = [(folder, self.dumped[index]) for index, folder in self.folders.items()]
+        self.folders.clear()
+        if not left:
+            return
+        versions = self.front.versions()
+        items = [(folder, plan.job, plan.prepared) for folder, plan in left]
+        with anyio.CancelScope(shield=True):  # the batch is being cancelled, most likely
+            await anyio.to_thread.run_sync(self.front.dumps.interrupted, items, versions)
 
     def forget(self) -> None:
         """The runner is done with this batch (finished or cancelled): what it still

@@ -95,6 +95,18 @@ _ESCAPE_LOGIN = (
 )
 
 
+def _refusal(error: str, with_password: bool) -> str:
+    """What Redis refusing the connection's first commands (AUTH, SELECT, PING) means."""
+    code = error.split(" ", 1)[0]
+    if code == "WRONGPASS" or "invalid password" in error or "invalid username" in error:
+        return f"reachable, but it refused the login (wrong user name or password): {error}"
+    if code == "NOAUTH":
+        return f"reachable, but it wants a password (redis://:PASSWORD@host): {error}"
+    if "without any password configured" in error or (with_password and "AUTH" in error):
+        return f"reachable, but it takes no password (drop it from the URL): {error}"
+    return f"reachable, but it refused the connection: {error}"
+
+
 class RedisError(Exception):
     """Redis answered with an error, or with something that is not RESP."""
 
@@ -399,6 +411,31 @@ class RedisCache(RemoteCache):
             return bool(await self._request("PING") == b"PONG")
         except Exception:
             return False
+
+    async def probe(self) -> str | None:
+        """Why this store cannot be used now, in its user's words, or ``None`` when it
+        can: it is reached, takes the login, answers ``PING`` and a read (of a key no
+        entry has). For ``asynccomp doctor`` and ``asynccomp cache stats``: a wrong
+        password is not an unreachable server."""
+        try:
+            await self._request("PING")
+        except RedisError as exc:
+            return _refusal(str(exc), self._password is not None)
+        except (OSError, TimeoutError) as exc:
+            return f"not reachable: {exc or type(exc).__name__}"
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
+            return "reachable, but it closed the connection (is it a Redis server?)"
+        except (anyio.DelimiterNotFound, ValueError):
+            return "reachable, but it does not speak Redis's protocol"
+        try:
+            await self._request("GET", self.namespace + "probe")
+        except RedisError as exc:
+            return f"reachable and logged in, but it refused a read: {exc}"
+        except (OSError, TimeoutError) as exc:
+            return f"reachable, but a read failed: {exc or type(exc).__name__}"
+        finally:
+            await self._drop()
+        return None
 
     async def aclose(self) -> None:
         await self._drop()

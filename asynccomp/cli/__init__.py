@@ -4,7 +4,7 @@
 kernels); ``asynccomp bench`` measures how fast a corpus compiles in several
 configurations; ``asynccomp serve`` runs the compile server; ``asynccomp cache`` shows
 and tends the compile cache; ``asynccomp doctor`` prints the toolkit found. Exit status: 0 all good,
-1 a job failed, 2 a usage error, 130 interrupted.
+1 a job failed, 2 a usage error, 3 (compile) inputs skipped, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import warnings
 from collections.abc import Sequence
-from typing import TextIO
 
 from .._version import __version__
-from ..errors import AsyncCompWarning
 from . import _bench, _cache, _compile, _doctor, _serve
+from ._args import unrecognized
+from ._messages import one_voice
 
 __all__ = ("build_parser", "main")
 
@@ -41,6 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _options_of(parser: argparse.ArgumentParser, command: str | None) -> list[str]:
+    """The long options ``command`` (or the bare ``asynccomp``) takes."""
+    chosen = parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            chosen = action.choices[command]
+    return [o for o in chosen._option_string_actions if o.startswith("--")]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command_line = ["asynccomp", *argv]
@@ -54,7 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv and not extra:  # a bare `asynccomp`: what it can do
         parser.print_help()
         return 2
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.error(unrecognized(unknown, _options_of(parser, args.command)))
     if args.command is None:
         parser.error("a command is needed (compile, bench, serve, cache, doctor)")
     if extra and args.command != "compile":
@@ -62,8 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.extra_options = extra
     args.command_line = command_line
     try:
-        with warnings.catch_warnings():
-            warnings.showwarning = _show_warning
+        # serve logs with a logger of its own (time stamps, for its log file).
+        with one_voice(logs=args.command != "serve"):
             code: int = args.run(args)
         sys.stdout.flush()
     except KeyboardInterrupt:
@@ -75,24 +85,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return code
-
-
-def _show_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: TextIO | None = None,
-    line: str | None = None,
-) -> None:
-    """asynccomp's own warnings as one line, as its errors are (no file, no line)."""
-    if issubclass(category, AsyncCompWarning):
-        print(f"asynccomp: warning: {message}", file=file or sys.stderr)
-    else:
-        _default_showwarning(message, category, filename, lineno, file, line)
-
-
-_default_showwarning = warnings.showwarning
 
 
 if __name__ == "__main__":  # pragma: no cover

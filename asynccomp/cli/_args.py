@@ -4,7 +4,9 @@ one-line usage error (exit 2) that names the option."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
+from collections.abc import Sequence
 
 from ..errors import InvalidJob
 from ..job import parse_arch
@@ -17,6 +19,7 @@ __all__ = (
     "on_off_list",
     "positive_float",
     "positive_int",
+    "unrecognized",
     "word_list",
 )
 
@@ -91,3 +94,19 @@ def on_off_list(text: str) -> list[bool]:
     if not items or any(item not in values for item in items):
         raise argparse.ArgumentTypeError(f"expected on, off or on,off, not {text!r}")
     return [values[item] for item in items]
+
+
+def unrecognized(arguments: Sequence[str], options: Sequence[str]) -> str:
+    """argparse's "unrecognized arguments" message, with a "did you mean" for each
+    misspelled long option (``--arhc`` -> ``--arch``), as Python 3.12's
+    ``suggest_on_error`` does for choices (this runs on 3.10 too)."""
+    message = f"unrecognized arguments: {' '.join(arguments)}"
+    hints = []
+    for argument in arguments:
+        if not argument.startswith("--"):
+            continue
+        name = argument.split("=", 1)[0]
+        close = difflib.get_close_matches(name, options, n=1, cutoff=0.75)
+        if close:
+            hints.append(f"{name}: did you mean {close[0]}?")
+    return message + (f" ({'; '.join(hints)})" if hints else "")

@@ -98,9 +98,10 @@ def _server_counts(root: Path) -> tuple[dict[str, int], int | None]:
     ) else None
 
 
-async def _reachable(store: RemoteCache) -> bool | None:
+async def _problem(store: RemoteCache) -> str | None:
+    """Why the store cannot be used now (unreachable, a refused login...), or None."""
     try:
-        return await store.ping() if isinstance(store, RedisCache) else None
+        return await store.probe() if isinstance(store, RedisCache) else None
     finally:
         await store.aclose()
 
@@ -116,9 +117,11 @@ def _remote_state() -> dict[str, Any] | None:
         store = remote_cache_from_url(url)
     except AsyncCompError as exc:
         return {"url": shown, "error": str(exc)}
+    problem = anyio.run(_problem, store)
     return {
         "url": shown,
-        "reachable": anyio.run(_reachable, store),
+        "reachable": problem is None or not problem.startswith("not reachable"),
+        "problem": problem,
         "key_id": store.auth.key_id,
         "key_source": store.auth.source,
     }
@@ -171,7 +174,7 @@ def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
     elif "error" in remote:
         lines.append(f"remote           {remote['url']} (NOT USED: {remote['error']})")
     else:
-        state = "reachable" if remote["reachable"] else "NOT reachable"
+        state = "reachable, usable" if remote["problem"] is None else remote["problem"]
         lines.append(f"remote           {remote['url']} ({state})")
         lines.append(f"  key            id {remote['key_id']}, from {remote['key_source']}")
     if remote is None and os.environ.get(REMOTE_CACHE_KEY_ENV):

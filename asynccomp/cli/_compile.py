@@ -20,7 +20,9 @@ from ..server import server_paths
 from ._args import arch, positive_float, positive_int
 from ._compile_run import CompileRun, quiet_ctrl_c
 from ._inputs import compiler_options, find_inputs, read_source, source_options, unique_names
-from ._ray_args import add_ray_timeout, ray_executor
+from ._json_file import file_state
+from ._messages import in_cli_terms
+from ._ray_args import add_ray_timeout, ray_address, ray_executor
 
 __all__ = (
     "add_ray_timeout",
@@ -52,7 +54,9 @@ and an ETA from the estimated compile times; otherwise each finished job prints 
 Ctrl-C stops the run: what finished is summarized (and written with --json, the rest
 marked interrupted). --json - writes the records to stdout (the summary then goes to
 stderr). Exit status: 0 when every job compiled, 1 when one failed (its diagnostics go to
-stderr), 2 for a usage error, 130 when interrupted."""
+stderr), 2 for a usage error, 3 when every job compiled but inputs were skipped (a
+folder that cannot be listed, a dangling link or a loop, a FIFO named x.cu: one line
+each on stderr), 130 when interrupted."""
 
 
 def add_parser(sub: Any) -> None:
@@ -125,6 +129,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--ray",
+        type=ray_address,
         default=None,
         metavar="ADDRESS",
         help="compile on actors of a Ray cluster: auto (the one this machine belongs to), "
@@ -153,6 +158,23 @@ def _check_arch(arch: str | None) -> None:
         raise ValueError("no GPU found to ask for an architecture: give --arch, e.g. sm_90a")
 
 
+def _output_for_arch(args: argparse.Namespace) -> None:
+    """A virtual architecture (``compute_90a``) compiles to PTX, as with nvcc and NVRTC:
+    ``--output cubin`` (SASS for one real GPU) is refused with it, not quietly compiled
+    for ``sm_90a``; without ``--output`` NVRTC gives PTX (nvcc: a fatbin holding PTX)."""
+    if args.arch is None or not args.arch.startswith("compute_"):
+        return
+    real = "sm_" + args.arch.removeprefix("compute_")
+    if args.output == "cubin":
+        other = "--output ptx" + (" or fatbin" if args.backend == "nvcc" else "")
+        raise ValueError(
+            f"--output cubin needs a real GPU architecture (--arch {real}): {args.arch} is a "
+            f"virtual one, which compiles to PTX ({other})"
+        )
+    if args.output is None and args.backend == "nvrtc":
+        args.output = "ptx"
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """An output that cannot be written fails now, before any compile (exit 2)."""
     if args.out is not None:
@@ -165,6 +187,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise OSError(f"--out {args.out} cannot be written: {exc.strerror or exc}") from None
     if args.json is not None and args.json != "-":
         path = Path(args.json)
+        # What was there before the run: replaced; what another run writes meanwhile: kept.
+        args.json_state = file_state(path)
         existed = path.exists()
         try:
             with open(path, "a"):
@@ -175,12 +199,20 @@ def _check_outputs(args: argparse.Namespace) -> None:
             path.unlink()
 
 
-def _jobs(args: argparse.Namespace, files: list[Path], names: list[str]) -> list[CompileJob]:
+def _jobs(
+    args: argparse.Namespace, files: list[Path], names: list[str], skipped: list[str]
+) -> tuple[list[CompileJob], list[Path]]:
+    """A job per file, and the files they are for; a file that cannot be read is
+    added to ``skipped`` (the others compile)."""
     options = compiler_options([*args.options, *args.extra_options])
-    jobs = []
+    jobs, read = [], []
     for path, name in zip(files, names, strict=True):
         try:
             source = read_source(path)
+        except OSError as exc:
+            skipped.append(f"{path}: cannot be read ({exc.strerror or exc})")
+            continue
+        try:
             jobs.append(
                 CompileJob(
                     source,
@@ -192,21 +224,32 @@ def _jobs(args: argparse.Namespace, files: list[Path], names: list[str]) -> list
                     timeout=args.timeout,
                 )
             )
-        except (OSError, AsyncCompError) as exc:
+        except AsyncCompError as exc:
             raise ValueError(f"{path}: {exc}") from exc
-    return jobs
+        read.append(path)
+    if not jobs:
+        raise FileNotFoundError("nothing to compile: no input could be read")
+    return jobs, read
 
 
 def run(args: argparse.Namespace) -> int:
+    skipped: list[str] = []
     try:
-        files = find_inputs(args.paths, args.examples)
+        inputs = find_inputs(args.paths, args.examples)
+        skipped, files = inputs.skipped, inputs.files
+        if not files:
+            raise FileNotFoundError("nothing to compile: give .cu files, folders, or --examples")
         names = unique_names(files)
         _check_arch(args.arch)
-        jobs = _jobs(args, files, names)
+        _output_for_arch(args)
+        jobs, files = _jobs(args, files, names, skipped)
+        names = [job.name for job in jobs]
         _check_outputs(args)
         engine = _engine(args)
     except (OSError, ValueError) as exc:  # InvalidJob is a ValueError
+        _say_skipped(skipped)
         return _usage_error(exc)
+    _say_skipped(skipped)
     renamed = [(f, n) for f, n in zip(files, names, strict=True) if n != safe_stem(f.stem)]
     if renamed and not args.quiet:
         shown = ", ".join(f"{f} -> {n}" for f, n in renamed)
@@ -217,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
     # With --json -, stdout carries the records: everything else goes to stderr.
     out = sys.stderr if args.json == "-" else sys.stdout
     state = CompileRun(engine, jobs, dict(zip(jobs, files, strict=True)), args, out)
+    state.skipped = len(skipped)
     with quiet_ctrl_c(out):
         try:
             return anyio.run(state.compile)
@@ -271,6 +315,12 @@ def running_server() -> str | None:
     return str(path)
 
 
+def _say_skipped(skipped: list[str]) -> None:
+    """One line per input that will not be compiled (exit status 3 says so at the end)."""
+    for line in skipped:
+        print(f"asynccomp: skipped {line}", file=sys.stderr)
+
+
 def _usage_error(exc: BaseException) -> int:
-    print(f"asynccomp: error: {exc}", file=sys.stderr)
+    print(f"asynccomp: error: {in_cli_terms(exc)}", file=sys.stderr)
     return 2

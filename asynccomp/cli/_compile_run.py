@@ -23,10 +23,15 @@ from ..engine import Engine
 from ..errors import AsyncCompWarning
 from ..job import CompileJob
 from ..result import CompileResult
+from ._json_file import write_records
 from ._progress import Display, Estimates, JobLines, ProgressBar
-from ._report import failures, records, summary
+from ._report import failures, plural, records, summary
 
-__all__ = ("CompileRun", "ignored_jobs", "quiet_ctrl_c")
+__all__ = ("SKIPPED", "CompileRun", "ignored_jobs", "quiet_ctrl_c")
+
+#: The exit status of a run whose jobs all compiled but that skipped inputs it could not
+#: use (each named on stderr): a sweep that lost a kernel must not pass for complete.
+SKIPPED = 3
 
 
 class CompileRun:
@@ -44,6 +49,8 @@ class CompileRun:
         self.results: list[CompileResult] = []
         self.finished_at: dict[int, float] = {}
         self.interrupted = False
+        self.skipped = 0  # inputs not compiled: exit status 3 when nothing else failed
+        self.unwritten = False  # --json could not be written: exit status 1
         self.display: Display | None = None
         self.where = engine.where
 
@@ -115,19 +122,33 @@ class CompileRun:
             rows = records(
                 results, self.finished_at, unfinished, self.paths, self._output_name, versions
             )
-            text = json.dumps(rows, indent=2) + "\n"
             if self.args.json == "-":
-                sys.stdout.write(text)
+                sys.stdout.write(json.dumps(rows, indent=2) + "\n")
                 sys.stdout.flush()
             else:
-                Path(self.args.json).write_text(text)
+                seen = getattr(self.args, "json_state", None)
+                try:
+                    note = write_records(Path(self.args.json), rows, seen)
+                except OSError as exc:
+                    print(f"asynccomp: could not write {self.args.json}: {exc}", file=sys.stderr)
+                    self.unwritten = True
+                else:
+                    if note is not None:
+                        print(f"asynccomp: note: {note}", file=sys.stderr)
         print(summary(results, wall, total=len(self.jobs), where=self.where), file=self.out)
+        if self.skipped:
+            print(
+                f"{plural(self.skipped, 'input')} skipped (named above, not compiled)",
+                file=self.out,
+            )
         report = failures(results)
         if report:
             print(f"\n{report}", file=sys.stderr)
         if self.interrupted:
             return 130
-        return 1 if any(not r.ok for r in results) else 0
+        if self.unwritten or any(not r.ok for r in results):
+            return 1
+        return SKIPPED if self.skipped else 0
 
 
 @contextlib.contextmanager

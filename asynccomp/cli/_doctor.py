@@ -1,5 +1,7 @@
 """``asynccomp doctor``: what this machine offers asynccomp, what is missing, and how to
-get it. Exits 1 when something asked for (``--backend``, ``--arch``) is missing."""
+get it. Exits 1 when something asked for (``--backend``, ``--arch``) is missing, or
+when the remote cache the environment names cannot be used (it is probed: reached,
+logged in, a ping and a read)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from .._version import __version__
 from ..cache import (
     REMOTE_CACHE_ENV,
     DiskCache,
+    RedisCache,
     RemoteAuth,
+    RemoteCache,
     default_cache_dir,
     remote_cache_from_url,
 )
@@ -34,7 +40,8 @@ def add_parser(sub: Any) -> None:
         "doctor",
         help="what asynccomp finds here (toolkit, NVRTC, nvcc, GPU, cache, server)",
         description="Print what asynccomp finds on this machine and what is missing. "
-        "Exit status 1 when something asked for is missing.",
+        "Exit status 1 when something asked for is missing, or when the remote cache "
+        "($ASYNCCOMP_REMOTE_CACHE, probed: login, ping, a read) cannot be used.",
     )
     parser.add_argument(
         "--backend",
@@ -82,6 +89,14 @@ def _server() -> dict[str, Any]:
         "settings": found.get("settings"),
         "toolkit": found.get("toolkit"),
     }
+
+
+async def _probe(store: RemoteCache) -> str | None:
+    """Connect, log in, ping and read: why the remote tier cannot be used, or None."""
+    try:
+        return await store.probe() if isinstance(store, RedisCache) else None
+    finally:
+        await store.aclose()
 
 
 def _remote_key() -> dict[str, Any] | None:
@@ -133,12 +148,17 @@ def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
                     )
     remote_url = os.environ.get(REMOTE_CACHE_ENV, "").strip()
     remote_key = _remote_key()
+    remote_problem = None
     if remote_url:
         try:
-            # Made, never connected: what an engine would refuse (the URL, the key).
-            remote_cache_from_url(remote_url)
+            store = remote_cache_from_url(remote_url)
         except AsyncCompError as exc:
-            notes.append(f"the remote cache is not used: {exc}")
+            remote_problem = str(exc)
+        else:
+            remote_problem = anyio.run(_probe, store)
+        if remote_problem is not None:
+            # Set and unusable: every compile would go without it, or fail to start.
+            problems.append(f"the remote cache is not used: {remote_problem}")
     cache = default_cache_dir()
     try:
         entries, size = DiskCache(cache).count()
@@ -165,6 +185,7 @@ def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
         "gpu": local_gpu_arch(),
         "cache": cache_state,
         "remote_cache": redacted_url(remote_url) if remote_url else None,
+        "remote_cache_problem": remote_problem,
         "remote_cache_key": remote_key,
         "server": _server(),
         "notes": notes,
@@ -196,7 +217,14 @@ def run(args: argparse.Namespace) -> int:
             if "entries" in facts["cache"]
             else f" ({facts['cache'].get('problem')})"
         ),
-        f"remote cache   {facts['remote_cache'] or f'none ({REMOTE_CACHE_ENV} unset)'}",
+        f"remote cache   {facts['remote_cache'] or f'none ({REMOTE_CACHE_ENV} unset)'}"
+        + (
+            ""
+            if not facts["remote_cache"]
+            else " (NOT USABLE, see below)"
+            if facts["remote_cache_problem"]
+            else " (reachable, login and a read work)"
+        ),
         "  key          "
         + (
             f"id {key['id']}, from {key['source']}"

@@ -19,7 +19,8 @@ from ..config import EngineConfig
 from ..errors import AsyncCompError, ServerError
 from ..server import DEFAULT_IDLE_TIMEOUT, Server, ServerPaths, server_paths, status, stop
 from ._args import non_negative_float, positive_int
-from ._ray_args import add_ray_timeout, ray_executor
+from ._messages import StripPrefix, in_cli_terms
+from ._ray_args import add_ray_timeout, ray_address, ray_executor
 
 DESCRIPTION = """\
 Run the compile server: one engine (NVRTC workers, nvcc slots, the cache) that every
@@ -62,6 +63,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--ray",
+        type=ray_address,
         default=None,
         metavar="ADDRESS",
         help="compile on actors of a Ray cluster (auto, HOST:PORT, ray://HOST:PORT) instead "
@@ -114,11 +116,13 @@ def run(args: argparse.Namespace) -> int:
         )
         config.check("server")  # before --detach: the refusal is this command's
     except ValueError as exc:
-        print(f"asynccomp: error: {exc}", file=sys.stderr)
+        print(f"asynccomp: error: {in_cli_terms(exc)}", file=sys.stderr)
         return 2
     if args.detach:
         return _detach(paths, args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # the format names the logger already
+        handler.addFilter(StripPrefix())
     try:
         server = Server(paths, config=config, idle_timeout=args.idle_timeout, warm=args.warm)
     except ValueError as exc:  # InvalidJob: e.g. a bad $ASYNCCOMP_REMOTE_CACHE

@@ -1,0 +1,182 @@
+"""What the command line says: each message once, in its own terms (flags, not Python
+names), and what it says of the remote cache true (a refused login is not an
+unreachable server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from asynccomp.cache import REMOTE_CACHE_ENV
+
+from .kernels import ARCH, scale_kernel
+from .processes import run_cli
+from .ray_cluster import needs_ray
+from .redis_server import TEAM_KEY, RedisServer, free_port
+
+PASSWORD = "the-right-one"
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "ASYNCCOMP_CACHE_DIR": str(tmp_path / "cache"), **extra}
+
+
+@pytest.fixture
+def locked_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A real Redis that wants a password (``requirepass``)."""
+    server = RedisServer(tmp_path, password=PASSWORD)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_refused_login_is_not_an_unreachable_server(
+    tmp_path: Path, locked_redis: RedisServer
+) -> None:
+    wrong = locked_redis.url.replace(PASSWORD, "a-wrong-one")
+    env = _env(tmp_path, **{REMOTE_CACHE_ENV: wrong})
+    stats = run_cli("cache", "stats", env=env)
+    assert stats.returncode == 0, stats.stderr
+    remote = next(line for line in stats.stdout.splitlines() if line.startswith("remote "))
+    assert "reachable, but it refused the login (wrong user name or password)" in remote
+    assert "not reachable" not in remote.lower() and "a-wrong-one" not in stats.stdout
+    facts = json.loads(run_cli("cache", "stats", "--json", env=env).stdout)["remote"]
+    assert facts["reachable"] is True and "refused the login" in facts["problem"]
+    doctor = run_cli("doctor", env=env)
+    assert doctor.returncode == 1, doctor.stdout
+    assert (
+        "PROBLEM: the remote cache is not used: reachable, but it refused the login"
+        in doctor.stdout
+    )
+    # No password at all, to a server that wants one.
+    env[REMOTE_CACHE_ENV] = wrong.replace(":a-wrong-one@", "")
+    doctor = run_cli("doctor", env=env)
+    assert doctor.returncode == 1 and "it wants a password" in doctor.stdout
+    # The right one: usable (logged in, pinged, read).
+    env[REMOTE_CACHE_ENV] = locked_redis.url
+    assert "(reachable, usable)" in run_cli("cache", "stats", env=env).stdout
+    doctor = run_cli("doctor", env=env)
+    assert "(reachable, login and a read work)" in doctor.stdout
+    assert "remote cache is not used" not in doctor.stdout
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (f"redis://127.0.0.1:{free_port()}/0", "the remote cache is not used: not reachable"),
+        ("redis://127.0.0.1:notaport/0", "the remote cache is not used: invalid remote_cache"),
+    ],
+)
+def test_doctor_fails_on_a_remote_cache_it_cannot_use(tmp_path: Path, url: str, said: str) -> None:
+    env = _env(tmp_path, **{REMOTE_CACHE_ENV: url, "ASYNCCOMP_REMOTE_CACHE_KEY": TEAM_KEY})
+    doctor = run_cli("doctor", env=env)
+    assert doctor.returncode == 1
+    assert f"PROBLEM: {said}" in doctor.stdout
+    facts = json.loads(run_cli("doctor", "--json", env=env).stdout)
+    assert any(said in problem for problem in facts["problems"])
+
+
+def test_the_authentication_warning_is_said_once(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path)
+    try:
+        (tmp_path / "k.cu").write_text(scale_kernel(61.0))
+        env = _env(tmp_path, **{REMOTE_CACHE_ENV: server.url})
+        compile_args = ("compile", str(tmp_path / "k.cu"), "--arch", ARCH, "--no-server")
+        assert run_cli(*compile_args, env=env).returncode == 0
+        (key,) = server.stored_keys()
+        server.set(key, b"forged" * 20)
+        env["ASYNCCOMP_CACHE_DIR"] = str(tmp_path / "fresh")  # it asks the remote tier
+        proc = run_cli(*compile_args, env=env)
+    finally:
+        server.stop()
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "failed authentication" in line]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("asynccomp: warning: 1 entry from remote compile cache")
+
+
+def test_the_server_log_names_asynccomp_once(tmp_path: Path) -> None:
+    temporary = tmp_path / "tmp"
+    (temporary / "asynccomp-nvcc-999999999-stale").mkdir(parents=True)  # a dead process's
+    env = _env(tmp_path, TMPDIR=str(temporary))
+    done = subprocess.run(
+        [sys.executable, "-m", "asynccomp", "serve", "-j", "1", "--idle-timeout", "0.5"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "asynccomp: removed 1 work folders of processes that ended" in done.stderr
+    assert "asynccomp: asynccomp:" not in done.stderr
+
+
+@needs_ray
+def test_a_warning_has_one_prefix(tmp_path: Path) -> None:
+    (tmp_path / "a.cu").write_text(scale_kernel(62.0))
+    args = ("compile", str(tmp_path / "a.cu"), "--arch", ARCH, "--ray", "127.0.0.1:1")
+    proc = run_cli(*args, "--ray-fallback", "--ray-timeout", "20", env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "asynccomp: warning: compiling with local workers: could not reach" in proc.stderr
+    assert "asynccomp: warning: asynccomp:" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--arhc", ARCH],
+            "unrecognized arguments: --arhc sm_90a (--arhc: did you mean --arch?)",
+        ),
+        (
+            ["--arch", "sm_20"],
+            "--arch sm_20: nvrtc (",
+        ),
+        (
+            ["--arch", "compute_90a", "--output", "cubin"],
+            "--output cubin needs a real GPU architecture (--arch sm_90a): compute_90a is a "
+            "virtual one, which compiles to PTX (--output ptx)",
+        ),
+        (["--arch", ARCH, "--ray-actors", "2"], "--ray-actors goes with --ray ADDRESS"),
+        (["--arch", ARCH, "--ray-actors", "0", "--ray", "auto"], "argument --ray-actors:"),
+        (
+            ["--arch", ARCH, "--ray", "auto", "-j", "4"],
+            "-j 4 counts local workers, and --ray compiles on the cluster's actors: "
+            "--ray-actors 4 sets how many",
+        ),
+    ],
+)
+def test_errors_in_the_command_lines_terms(tmp_path: Path, args: list[str], said: str) -> None:
+    (tmp_path / "k.cu").write_text(scale_kernel(63.0))
+    proc = run_cli("compile", str(tmp_path / "k.cu"), "--no-server", *args, env=_env(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"asynccomp: error: {said}"), proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert "Engine(" not in proc.stderr and "RayExecutor" not in proc.stderr
+
+
+def test_a_virtual_architecture_compiles_to_ptx(tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text(scale_kernel(64.0))
+    out = tmp_path / "out"
+    proc = run_cli(
+        "compile",
+        str(tmp_path / "k.cu"),
+        "--arch",
+        "compute_90a",
+        "--out",
+        str(out),
+        "--no-server",
+        env=_env(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    (binary,) = out.iterdir()
+    assert binary.name == "k.ptx"
+    assert ".target sm_90a" in binary.read_text()
