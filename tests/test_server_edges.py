@@ -345,7 +345,7 @@ def test_sigterm_stops_the_server_cleanly(server_dir: Path) -> None:
 
 def _name(process: psutil.Process) -> str:
     try:
-        return process.name()
+        return str(process.name())
     except psutil.Error:
         return ""
 
