@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,16 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from asynccomp import CompileJob, Engine, ServerError, ServerLost
 from asynccomp import server as server_api
 from asynccomp._version import __version__
-from asynccomp.server import Server, ServerClient, _client, _connect, server_identity, server_paths
+from asynccomp.runner import CompileRequest
+from asynccomp.server import (
+    Server,
+    ServerClient,
+    ServerPaths,
+    _client,
+    _connect,
+    server_identity,
+    server_paths,
+)
 from asynccomp.server._protocol import (
     PROTOCOL,
     Error,
@@ -34,16 +43,20 @@ from asynccomp.server._protocol import (
     parse,
     send_form,
 )
+from asynccomp.server._requests import in_flight_limit
 from asynccomp.server._session import MAX_UNSENT_ANSWERS
 from asynccomp.server._wire import encode, read_message
 
 from .kernels import ARCH, scale_kernel, slow_kernel
 from .processes import wait_until
-from .servers import raw_client, raw_receive, running_server, server_folder
+from .servers import raw_client, raw_receive, raw_send, running_server, server_folder
+from .test_server_client import _rendered
 
 #: Status requests a client that reads nothing sends at most (unbounded, the server
 #: would read them all and hold every answer).
 FLOOD = 20_000
+#: Jobs in one call whose answers are never read (far more than socket buffers hold).
+JOBS = 600
 
 
 @pytest.fixture
@@ -91,6 +104,45 @@ def test_a_client_that_reads_nothing_has_its_requests_read_no_more(server_dir: P
         with raw_client(paths) as other:  # and still served, the first still connected
             other.sendall(b"".join(encode(*send_form(Status(1)))))
             assert raw_receive(other).status["unsent"] == status["unsent"]
+
+
+async def test_a_call_whose_answers_are_not_read_is_fed_to_the_scheduler_no_further(
+    server_dir: Path,
+) -> None:
+    """One call of many jobs (all read at once: a few messages), its answers never
+    read: the server hands its jobs to the scheduler only while the answers waiting for
+    it are under the bound, and only so many at once, so it holds no more than the bound
+    and one window of jobs."""
+    with running_server(server_dir) as (_, paths):
+        client = ServerClient(paths.socket)
+        async with anyio.create_task_group() as tg:
+            await client.start(tg)
+            (first,) = _rendered(client, CompileJob(scale_kernel(6.5)))
+            await client.aclose()
+        requests = [CompileRequest(i, first.prepared) for i in range(JOBS)]
+        with raw_client(paths) as greedy:
+            raw_send(greedy, {"type": "compile", "id": 1, "want": True}, [])
+            for message, blobs in _client._packed(1, requests):
+                greedy.sendall(b"".join(encode(*send_form(message, blobs))))
+            raw_send(greedy, {"type": "end", "id": 1}, [])
+            await _status_until(paths, lambda s: s["unsent"] >= MAX_UNSENT_ANSWERS)
+            # What was handed to the scheduler has ended: nothing more is coming.
+            status = await _status_until(paths, lambda s: s["running"] + s["queued"] == 0)
+    limit = in_flight_limit(status["settings"]["slots"])
+    assert MAX_UNSENT_ANSWERS + limit < JOBS
+    assert MAX_UNSENT_ANSWERS <= status["unsent"] <= MAX_UNSENT_ANSWERS + limit + 2, status
+
+
+async def _status_until(
+    paths: ServerPaths, predicate: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """The server's status once ``predicate`` holds for it (asked again and again)."""
+    with anyio.fail_after(120):
+        while True:
+            answer = await _connect.request(paths.socket, Status(1))
+            if predicate(answer.status):
+                return dict(answer.status)
+            await anyio.sleep(0.05)
 
 
 class _Inside(Server):

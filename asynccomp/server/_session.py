@@ -9,12 +9,13 @@ A client that leaves, or whose stream breaks, has its compiles cancelled (nobody
 else's); bytes that are not frames cost it the connection (it is told why, in an error
 frame), never the server.
 
-What a session holds is bounded. Its answers wait to be written in a queue it stops
-reading requests for while the queue holds :data:`MAX_UNSENT_ANSWERS` answers or
-:data:`MAX_UNSENT_BYTES` bytes (a client that reads slowly slows its own requests down,
-nobody else's), and a client that reads nothing for :data:`WRITE_TIMEOUT` seconds while
-answers wait for it (a stopped process) is dropped: its compiles are cancelled and what
-was waiting for it is freed. Every :data:`KEEPALIVE` seconds without an answer the
+What a session holds is bounded. Its answers wait to be written in a queue; while the
+queue holds :data:`MAX_UNSENT_ANSWERS` answers or :data:`MAX_UNSENT_BYTES` bytes it
+reads no more requests and hands no more of its jobs to the scheduler
+(:mod:`._requests`: a client that reads slowly slows itself down, nobody else), and a
+client that reads nothing for :data:`WRITE_TIMEOUT` seconds while answers wait for it
+(a stopped process) is dropped: its compiles are cancelled and what was waiting for it
+is freed. Every :data:`KEEPALIVE` seconds without an answer the
 session says the worker count again, so a client can tell a silent server from one that
 is busy (:mod:`._client` gives up on one silent for much longer).
 """
@@ -120,11 +121,13 @@ class Session:
     def _full(self) -> bool:
         return self.unsent >= MAX_UNSENT_ANSWERS or self.unsent_bytes >= MAX_UNSENT_BYTES
 
-    async def _wait_for_room(self) -> None:
+    async def room(self) -> None:
         """Until this client's answers waiting to be written are under the bounds: a
-        client that reads nothing has nothing more of its requests read."""
+        client that reads nothing has no more of its requests read, nor of its jobs
+        handed to the scheduler. (Every waiter waits on the same event.)"""
         while self._full():
-            self._room = anyio.Event()
+            if self._room.is_set():
+                self._room = anyio.Event()
             await self._room.wait()
 
     def close(self, reason: str) -> None:
@@ -173,7 +176,7 @@ class Session:
 
     async def _read(self, requests: Requests) -> None:
         while True:
-            await self._wait_for_room()
+            await self.room()
             message = await read_message(self.receive)
             if message is None:
                 return  # the client left: what it has running is dropped
