@@ -145,17 +145,14 @@ async def _status_until(
             await anyio.sleep(0.05)
 
 
-class _Inside(Server):
-    """A real server (socket, sessions, scheduler) in the test's own process, with the
-    deadline for a client that reads nothing as short as the test makes it."""
-
-
 async def test_a_client_that_reads_nothing_is_dropped_at_the_write_deadline(
     server_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
     monkeypatch.chdir(tmp_path)  # the server moves into its empty folder; undone after
     paths = server_paths(server_dir)
-    server = _Inside(paths, idle_timeout=0, write_timeout=1.0)
+    # A real server (socket, sessions, scheduler) in the test's own process, with the
+    # deadline for a client that reads nothing as short as the test makes it.
+    server = Server(paths, idle_timeout=0, write_timeout=1.0)
     caplog.set_level(logging.WARNING, "asynccomp.server")
     # The lock file names this process: gone after, or the folder's cleanup kills it.
     monkeypatch.setattr(server, "_retire", _retired(server))
@@ -276,28 +273,32 @@ async def test_closing_a_client_while_an_answer_arrives_leaves_asyncio_nothing_t
         listener.bind(str(path))
         listener.listen()
         try:
-            for _ in range(3):
-                peer: list[socket.socket] = []
+            accepted: list[socket.socket] = []
 
-                def welcome_one(peer: list[socket.socket] = peer) -> None:
-                    sock, _ = listener.accept()
-                    peer.append(sock)
-                    sock.settimeout(60)
-                    assert isinstance(raw_receive(sock), Hello)
-                    sock.sendall(b"".join(encode(*send_form(welcome))))
+            async def accept() -> None:
+                accepted.append(await anyio.to_thread.run_sync(_welcome_one, listener, welcome))
 
-                client = ServerClient(path)
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(anyio.to_thread.run_sync, welcome_one)
-                    await client.start(tg)
-                    for _ in range(5):  # the reader is waiting for data
-                        await anyio.lowlevel.checkpoint()
-                    with peer[0]:
-                        peer[0].sendall(b"".join(encode(*send_form(Workers(2)))))
-                        await anyio.lowlevel.checkpoint()  # back with the socket readable
-                        await client.aclose()
-                for _ in range(5):  # asyncio's callbacks of that turn have run
+            client = ServerClient(path)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(accept)
+                await client.start(tg)
+                for _ in range(5):  # the reader is waiting for data
                     await anyio.lowlevel.checkpoint()
+                with accepted[0] as peer:
+                    peer.sendall(b"".join(encode(*send_form(Workers(2)))))
+                    await anyio.lowlevel.checkpoint()  # back with the socket readable
+                    await client.aclose()
+            for _ in range(5):  # asyncio's callbacks of that turn have run
+                await anyio.lowlevel.checkpoint()
         finally:
             loop.set_exception_handler(None)
     assert reported == []
+
+
+def _welcome_one(listener: socket.socket, welcome: Welcome) -> socket.socket:
+    """Accept one client on ``listener``, read its hello, welcome it."""
+    sock, _ = listener.accept()
+    sock.settimeout(60)
+    assert isinstance(raw_receive(sock), Hello)
+    sock.sendall(b"".join(encode(*send_form(welcome))))
+    return sock
