@@ -15,9 +15,9 @@ reads no more requests and hands no more of its jobs to the scheduler
 (:mod:`._requests`: a client that reads slowly slows itself down, nobody else), and a
 client that reads nothing for :data:`WRITE_TIMEOUT` seconds while answers wait for it
 (a stopped process) is dropped: its compiles are cancelled and what was waiting for it
-is freed. Every :data:`KEEPALIVE` seconds without an answer the
-session says the worker count again, so a client can tell a silent server from one that
-is busy (:mod:`._client` gives up on one silent for much longer).
+is freed. Every :data:`KEEPALIVE` seconds without an answer the session says the worker
+count again, so a client can tell a silent server from a busy one (:mod:`._client` gives
+up on one silent for much longer).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class Session:
         self.greeted = False
         self.requests: Requests | None = None
         # Posted from plain code (the scheduler's events), so never refused here: the
-        # bound is on reading requests (``_wait_for_room``), which is what makes answers.
+        # bound is on reading requests and feeding jobs (``room``), which make answers.
         self._out, self._queue = anyio.create_memory_object_stream[
             tuple[Mapping[str, Any], Sequence[bytes], int]
         ](math.inf)
@@ -163,6 +163,10 @@ class Session:
                 finally:
                     self.requests.cancel_all()
                 tg.cancel_scope.cancel()
+        except WireError as exc:  # at hello, bytes that are not frames: the stream is lost
+            logger.warning("a client broke the protocol at hello: %s", exc)
+            with contextlib.suppress(*_GONE, WireError):
+                await self._say(Error(None, f"protocol error: {exc}", True))
         except _GONE:
             pass  # the client went away while we wrote to it
         except Exception:  # a bug: it costs this client its connection, not the server
