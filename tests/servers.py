@@ -4,24 +4,33 @@ files, stopped at the end."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 
+from asynccomp._version import __version__
 from asynccomp.server import ServerPaths, server_paths
+from asynccomp.server._protocol import PROTOCOL, Welcome, Workers, parse
+from asynccomp.server._wire import Message, encode
 
 __all__ = (
     "ROOT",
     "folder_prefix",
+    "raw_client",
+    "raw_receive",
+    "raw_send",
     "running_server",
     "server_folder",
     "server_pid",
@@ -88,16 +97,18 @@ def wait_gone(pid: int, within: float = 30.0) -> bool:
 
 @contextlib.contextmanager
 def running_server(
-    folder: Path, *args: str
+    folder: Path, *args: str, log: Path | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], ServerPaths]]:
     """``asynccomp serve --server-dir folder ARGS`` in the foreground, as a child of the
-    test, ready to take clients; killed afterwards."""
+    test, ready to take clients (its log to ``log``, if given); killed afterwards."""
     paths = server_paths(folder)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "asynccomp", "serve", "--server-dir", str(folder), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with contextlib.ExitStack() as files:
+        stderr = files.enter_context(log.open("wb")) if log is not None else subprocess.DEVNULL
+        process = subprocess.Popen(
+            [sys.executable, "-m", "asynccomp", "serve", "--server-dir", str(folder), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     try:
         deadline = time.monotonic() + 60
         while not _connectable(paths.socket):
@@ -109,6 +120,46 @@ def running_server(
         if process.poll() is None:
             process.kill()
         process.wait()
+
+
+def raw_send(sock: socket.socket, fields: dict[str, Any], blobs: list[bytes]) -> None:
+    """One message on a plain socket: a client that does only what the test says."""
+    sock.sendall(b"".join(encode(fields, blobs)))
+
+
+def raw_receive(sock: socket.socket) -> Any:
+    """The next message on a plain socket (one frame's worth), typed; a worker count the
+    server says in between (a keepalive) is skipped."""
+
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            assert chunk, "the server closed the connection"
+            data += chunk
+        return data
+
+    while True:
+        (size,) = struct.unpack(">I", exactly(4))
+        frame = exactly(size)
+        (header,) = struct.unpack(">I", frame[:4])
+        fields = json.loads(frame[4 : 4 + header])
+        message = parse(Message(fields, [frame[4 + header :]] if fields["blobs"] else []))
+        if not isinstance(message, Workers):
+            return message
+
+
+@contextlib.contextmanager
+def raw_client(paths: ServerPaths) -> Iterator[socket.socket]:
+    """A plain socket connected to the server at ``paths`` and welcomed."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(60)
+        sock.connect(str(paths.socket))
+        raw_send(
+            sock, {"type": "hello", "protocol": PROTOCOL, "version": __version__, "pid": 1}, []
+        )
+        assert isinstance(raw_receive(sock), Welcome)
+        yield sock
 
 
 def stop_servers_in(folder: Path) -> None:

@@ -44,6 +44,8 @@ from .processes import wait_until
 from .servers import (
     ROOT,
     folder_prefix,
+    raw_receive,
+    raw_send,
     running_server,
     server_folder,
     server_pid,
@@ -617,31 +619,9 @@ def test_a_malformed_request_after_hello_is_answered_and_the_connection_goes_on(
 ) -> None:
     """A request the server refuses (a job whose shape is wrong, a request id that is
     not open) gets an Error naming it; the same connection then compiles."""
-    from asynccomp.server._protocol import PROTOCOL, Error, StatusReply, parse
-    from asynccomp.server._wire import encode
+    from asynccomp.server._protocol import Error, StatusReply
 
-    def send(sock: socket.socket, fields: dict[str, object], blobs: list[bytes]) -> None:
-        sock.sendall(b"".join(encode(fields, blobs)))
-
-    def receive(sock: socket.socket) -> object:
-        import struct
-
-        def exactly(n: int) -> bytes:
-            data = b""
-            while len(data) < n:
-                chunk = sock.recv(n - len(data))
-                assert chunk, "the server closed the connection"
-                data += chunk
-            return data
-
-        (size,) = struct.unpack(">I", exactly(4))
-        frame = exactly(size)
-        (header,) = struct.unpack(">I", frame[:4])
-        fields = json.loads(frame[4 : 4 + header])
-        from asynccomp.server._wire import Message
-
-        return parse(Message(fields, [frame[4 + header :]] if fields["blobs"] else []))
-
+    send, receive = raw_send, raw_receive
     with (
         running_server(server_dir) as (_, paths),
         socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock,

@@ -16,6 +16,10 @@ rendered for it. A call's jobs in flight are a :class:`~._pending.Pending`.
 If the server goes away (killed, stopped), every job still waiting ends with
 :class:`~asynccomp.ServerLost`; results already delivered stay delivered; the next call
 connects again, starting a new server if this client starts them (``server="auto"``).
+A server that is there but says nothing for :data:`~._connect.SILENCE_LIMIT` seconds
+while something waits on it (a live one says something every few seconds: a stopped
+one, SIGSTOP or a frozen host, says nothing) is given up the same way, with a reason that
+says so: what a job waits for is bounded by its queueing, its timeout and that limit.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import AsyncIterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -34,7 +39,14 @@ import anyio.to_thread
 from ..errors import InvalidJob, ServerError
 from ..runner import CompileRequest, RunEvents, Runner
 from ..toolkit import Toolkit
-from ._connect import GONE, Connection, NoServer, open_connection, start_server
+from ._connect import (
+    GONE,
+    SILENCE_LIMIT,
+    Connection,
+    NoServer,
+    open_connection,
+    start_server,
+)
 from ._forms import outcome_of, spec_of, toolkit_from
 from ._paths import ServerPaths, server_identity, server_paths
 from ._pending import Pending
@@ -226,6 +238,7 @@ class ServerClient(Runner):
             opened[0].workers = opened[1].workers
             assert self._task_group is not None
             self._task_group.start_soon(self._read, opened[0])
+            self._task_group.start_soon(self._watch, opened[0])
             return opened[0]
 
     async def _open(
@@ -248,6 +261,7 @@ class ServerClient(Runner):
                 message = await read_message(connection.receive)
                 if message is None:
                     break
+                connection.heard = time.monotonic()
                 answer = parse(message)
                 said = self._dispatch(connection, answer, message.blobs)
                 if said is not None:
@@ -262,6 +276,26 @@ class ServerClient(Runner):
             self._lost(connection, reason)
             with anyio.CancelScope(shield=True):
                 await connection.stream.aclose()
+            connection.closed.set()
+
+    async def _watch(self, connection: Connection) -> None:
+        """Give up on a server that says nothing for SILENCE_LIMIT seconds while
+        something waits on it (it keeps a client told every few seconds), until the
+        connection closes."""
+        while not connection.closed.is_set():
+            if not connection.waiting:
+                connection.heard = time.monotonic()  # silence counts from the first wait
+            quiet = time.monotonic() - connection.heard
+            if quiet >= SILENCE_LIMIT and connection.alive:
+                self._lost(
+                    connection,
+                    f"the compile server (pid {self.server_pid}) said nothing for "
+                    f"{quiet:.0f} s (the limit is {SILENCE_LIMIT:g} s; a running one "
+                    "speaks every few seconds): it is stopped or hung",
+                )
+                connection.shut()  # the reader sees the end, and closes the stream
+            with anyio.move_on_after(min(1.0, max(SILENCE_LIMIT - quiet, 0.01))):
+                await connection.closed.wait()
 
     def _dispatch(self, connection: Connection, answer: Any, blobs: list[bytes]) -> str | None:
         """Hand one answer on; the reason to stop reading, if it is one."""
@@ -370,8 +404,7 @@ class ServerClient(Runner):
             await connection.send(message, blobs)
         except GONE as exc:
             self._lost(connection, f"sending to the compile server failed ({exc!r})")
-            with anyio.CancelScope(shield=True), contextlib.suppress(*GONE):
-                await connection.stream.aclose()
+            connection.shut()  # its reader stops, and closes the stream
 
     async def warm_up(self) -> None:
         connection = await self._connected()
@@ -388,6 +421,10 @@ class ServerClient(Runner):
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.alive = False
+            # Not aclose() under the reader's feet: it ends the stream and closes it.
+            connection.shut()
+            with anyio.move_on_after(10, shield=True):
+                await connection.closed.wait()
             await connection.stream.aclose()
 
 

@@ -10,11 +10,13 @@ time; :func:`request` is one request on a connection of its own (``serve --statu
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,12 +30,23 @@ from .._version import __version__
 from ..errors import ServerError
 from ._paths import SERVER_DIR_ENV, ServerPaths, check_socket_path, peer_uid
 from ._pending import Pending
-from ._protocol import PROTOCOL, Error, Hello, Status, Stop, Welcome, parse, send_form
+from ._protocol import (
+    PROTOCOL,
+    Error,
+    Hello,
+    Status,
+    Stop,
+    Welcome,
+    Workers,
+    parse,
+    send_form,
+)
 from ._wire import WireError, encode, read_message
 
 __all__ = (
     "ANSWER_TIMEOUT",
     "GONE",
+    "SILENCE_LIMIT",
     "START_TIMEOUT",
     "Connection",
     "NoServer",
@@ -46,6 +59,11 @@ __all__ = (
 START_TIMEOUT = 60.0
 #: Seconds a server has to answer hello (and a status or stop request).
 ANSWER_TIMEOUT = 30.0
+#: Seconds a server may send nothing while a client waits on it (a call, a warm-up, a
+#: status) before the client gives up on it: every job waiting ends ServerLost. A
+#: server says something at least every KEEPALIVE (5) seconds (asynccomp.server._session),
+#: so only a stopped or hung one is this silent.
+SILENCE_LIMIT = 30.0
 #: What using a connection that went away raises.
 GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 
@@ -137,6 +155,23 @@ class Connection:
         self.alive = True
         self.reason = ""
         self.workers = 0
+        #: When the server last said something (``time.monotonic()``).
+        self.heard = time.monotonic()
+        #: Set once the reader has closed the stream.
+        self.closed = anyio.Event()
+
+    @property
+    def waiting(self) -> bool:
+        """Whether anything on this connection waits for the server."""
+        return bool(self.calls or self.answers)
+
+    def shut(self) -> None:
+        """End both directions now, from any task: the reader sees the end and closes
+        the stream itself. (Closing it under a reader waiting for data races the
+        readiness callback: asyncio's "Future.set_result(None)" InvalidStateError.)"""
+        raw = self.stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        with contextlib.suppress(OSError):
+            raw.shutdown(socket.SHUT_RDWR)
 
     async def send(self, message: Any, blobs: Sequence[bytes] = ()) -> None:
         """Send one message, whole. A cancellation while its frames go out waits for
@@ -152,7 +187,7 @@ class Connection:
                     for frame in frames:
                         await self.stream.send(frame)
                 if bound.cancelled_caught:
-                    await self.stream.aclose()
+                    self.shut()
                     raise anyio.BrokenResourceError("the compile server stopped reading")
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
 
@@ -188,7 +223,13 @@ async def open_connection(path: Path, *, identity: str | None) -> tuple[Connecti
         ) from None
     try:
         return await _handshake(stream, path, identity)
-    except (WireError, TimeoutError) as exc:
+    except TimeoutError:
+        await stream.aclose()
+        raise ServerError(
+            f"the compile server at {path} did not answer hello within {ANSWER_TIMEOUT:g} s "
+            "(a stopped or hung process?)"
+        ) from None
+    except WireError as exc:
         await stream.aclose()
         raise ServerError(
             f"the compile server at {path} does not speak the protocol: {exc}"
@@ -240,8 +281,16 @@ async def request(path: Path, message: Status | Stop) -> Any:
         raise ServerError(str(exc)) from None
     try:
         await connection.send(message)
-        with anyio.fail_after(ANSWER_TIMEOUT):
+        with anyio.move_on_after(ANSWER_TIMEOUT) as bound:
             answer = await read_message(connection.receive)
+            # A worker count said in between (it changed, or a keepalive) is no answer.
+            while answer is not None and answer.type == Workers.TYPE:
+                answer = await read_message(connection.receive)
+        if bound.cancelled_caught:
+            raise ServerError(
+                f"the compile server at {path} did not answer within {ANSWER_TIMEOUT:g} s "
+                "(a stopped or hung process?)"
+            )
         if answer is None:
             raise ServerError("the compile server closed the connection")
         return parse(answer)

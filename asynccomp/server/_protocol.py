@@ -20,7 +20,9 @@ A connection::
                                         <-   Output(id=1, index=3, ...) + log, binary
                                         <-   Done(id=1, index=0, ...)      (want=False)
                                         <-   Ended(id=1)
-                                        <-   Workers(n)   (whenever the count changes)
+                                        <-   Workers(n)   (whenever the count changes, and
+                                                      after 5 s without an answer: a
+                                                      keepalive)
     Cancel(id=1)                        ->   (a call cancelled before it ended)
     WarmUp(id=2)                        ->
                                         <-   WarmedUp(id=2, workers)

@@ -14,9 +14,10 @@ A request of the wrong shape, or a job this server will not run, is refused with
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,7 +49,7 @@ from ._protocol import (
 )
 from ._wire import Message, WireError
 
-__all__ = ("Host", "Poster", "Requests")
+__all__ = ("FEED", "MIN_IN_FLIGHT", "Host", "Poster", "Requests", "in_flight_limit")
 
 _FILENAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*\.cu")
 
@@ -74,20 +75,37 @@ class Host(Protocol):
     async def warm_up(self) -> None: ...
 
 
+#: Jobs handed to the scheduler at a time, longest first, each batch once the client's
+#: answers waiting to be written are under the session's bounds (Poster.room) and its
+#: jobs in the scheduler under :func:`in_flight_limit`.
+FEED = 16
+#: The fewest jobs a client may have in the scheduler at once (more on a server with
+#: more compile slots: :func:`in_flight_limit`).
+MIN_IN_FLIGHT = 64
+
+
 class Poster(Protocol):
     """Where a client's answers go: posted from plain code, written in order."""
 
     def post(self, message: Any, blobs: Sequence[bytes] = ()) -> None: ...
 
+    async def room(self) -> None:
+        """Until the client's answers waiting to be written are under the bounds."""
+        ...
+
 
 class _Call:
     """One compile request of a client: its jobs as they arrive, and its events."""
 
-    def __init__(self, host: Host, out: Poster, number: int, want: bool) -> None:
+    def __init__(
+        self, host: Host, out: Poster, number: int, want: bool, ended: Callable[[int], None]
+    ) -> None:
         self.host = host
         self.out = out
         self.id = number
         self.want = want
+        self.ended = ended  # told how many of this call's jobs left the scheduler
+        self.fed = 0  # jobs handed to the scheduler and not ended
         self.scope = anyio.CancelScope()
         self.send, self.receive = anyio.create_memory_object_stream[Sequence[CompileRequest]](
             math.inf
@@ -105,6 +123,8 @@ class _Call:
         timeout = self.timeouts.pop(index, None)
         tally.ended(ok=status == "ok", timed_out=status == "timeout" and timeout is not None)
         self.out.post(*output_form(self.id, index, outcome, self.host.workers(), self.want))
+        self.fed -= 1
+        self.ended(1)
 
 
 class Requests:
@@ -115,6 +135,9 @@ class Requests:
         self.out = out
         self.task_group = task_group
         self.calls: dict[int, _Call] = {}
+        #: This client's jobs in the scheduler (handed to it, not ended).
+        self.in_flight = 0
+        self._left = anyio.Event()
 
     def take(self, message: Message) -> None:
         """Act on one message; a request refused is answered with an error naming it."""
@@ -139,7 +162,7 @@ class Requests:
         if isinstance(request, Compile):
             if request.id in self.calls:
                 raise WireError(f"request {request.id} is already open")
-            call = _Call(self.host, self.out, request.id, request.want)
+            call = _Call(self.host, self.out, request.id, request.want, self._ended)
             self.calls[request.id] = call
             self.task_group.start_soon(self._run, call)
         elif isinstance(request, Jobs):
@@ -192,16 +215,63 @@ class Requests:
     async def _run(self, call: _Call) -> None:
         try:
             with call.scope:
-                await self.host.scheduler.run(call.receive, call, want=call.want)
+                await self.host.scheduler.run(self._fed(call), call, want=call.want)
                 self.out.post(Ended(call.id))
         finally:
             call.send.close()
             call.receive.close()
             self.calls.pop(call.id, None)
+            self._ended(call.fed)  # cancelled: what it had in the scheduler is dropped
+            call.fed = 0
+
+    def _ended(self, count: int) -> None:
+        if count:
+            self.in_flight -= count
+            self._left.set()
+
+    async def _fed(self, call: _Call) -> AsyncIterator[Sequence[CompileRequest]]:
+        """A call's jobs for the scheduler, FEED at a time, longest first among those
+        that have arrived, each batch once the client has room for its answers and
+        fewer than :func:`in_flight_limit` jobs in the scheduler: a client that reads
+        nothing holds the session's bound and these, however many jobs it sent."""
+        arrived: list[tuple[float, int, CompileRequest]] = []
+        more = True
+        limit = in_flight_limit(self.host.scheduler.slots())
+        while more or arrived:
+            while more:  # take what has arrived, without waiting
+                try:
+                    if arrived:
+                        chunk = call.receive.receive_nowait()
+                    else:
+                        chunk = await call.receive.receive()
+                except anyio.WouldBlock:
+                    break
+                except anyio.EndOfStream:
+                    more = False
+                    break
+                for request in chunk:
+                    heapq.heappush(arrived, (-request.estimate, request.index, request))
+            if not arrived:
+                continue
+            await self.out.room()
+            while self.in_flight >= limit:
+                if self._left.is_set():
+                    self._left = anyio.Event()
+                await self._left.wait()
+            batch = [heapq.heappop(arrived)[2] for _ in range(min(FEED, len(arrived)))]
+            call.fed += len(batch)
+            self.in_flight += len(batch)
+            yield batch
 
     async def _warm_up(self, number: int) -> None:
         await self.host.warm_up()
         self.out.post(WarmedUp(number, self.host.workers()))
+
+
+def in_flight_limit(slots: Mapping[str, int]) -> int:
+    """How many jobs one client may have in the scheduler at once: enough to keep every
+    compile slot busy twice over, and at least MIN_IN_FLIGHT."""
+    return max(MIN_IN_FLIGHT, 2 * sum(slots.values()))
 
 
 def check_compile(prepared: PreparedCompile, backends: Mapping[str, Any], toolkit: Toolkit) -> None:

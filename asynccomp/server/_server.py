@@ -49,7 +49,7 @@ from ..toolkit import Toolkit
 from ._forms import toolkit_to
 from ._paths import ServerPaths
 from ._protocol import PROTOCOL, Welcome, Workers
-from ._session import Session
+from ._session import KEEPALIVE, WRITE_TIMEOUT, Session
 
 __all__ = ("DEFAULT_IDLE_TIMEOUT", "Server")
 
@@ -70,6 +70,9 @@ class Server:
     than it saves (measured: the first builder batch on 2 cores, 5.4 s warm against
     2.5-2.8 s without).
 
+    ``write_timeout``: seconds a client may leave its answers unread before it is
+    dropped (:data:`~._session.WRITE_TIMEOUT`).
+
     :meth:`serve` holds the lock file while it serves, so a second server of the same
     identity cannot start (:class:`~asynccomp.ServerError`), and removes a socket that
     a crashed server left behind before it listens.
@@ -82,8 +85,10 @@ class Server:
         config: EngineConfig | None = None,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         warm: bool = False,
+        write_timeout: float = WRITE_TIMEOUT,
     ) -> None:
         self.paths = paths
+        self.write_timeout = write_timeout
         self.config = config or EngineConfig()
         self.config.check("server")  # the rules every mode refuses settings by
         self.idle_timeout = idle_timeout
@@ -211,7 +216,7 @@ class Server:
             logger.info("asynccomp server (pid %d) stopped", os.getpid())
 
     async def _handle(self, stream: anyio.abc.SocketStream) -> None:
-        session = Session(self, stream)
+        session = Session(self, stream, write_timeout=self.write_timeout)
         # Counted from now, not from its welcome: the server is not idle while a client
         # says hello.
         self._sessions.add(session)
@@ -235,14 +240,16 @@ class Server:
 
     async def _watch_workers(self) -> None:
         """Tell every client when the worker count changes (their statistics show it
-        live, as an engine in process does)."""
+        live, as an engine in process does), and a client told nothing for KEEPALIVE
+        seconds again: a client takes a server silent for long for a stopped one."""
         told = self.workers()
         while True:
             await anyio.sleep(0.2)
             now = self.workers()
-            if now != told:
-                told = now
-                for session in list(self._sessions):
+            changed, told = now != told, now
+            quiet_since = time.monotonic() - KEEPALIVE
+            for session in list(self._sessions):
+                if session.greeted and (changed or session.last_post < quiet_since):
                     session.post(Workers(now))
 
     async def _warm_up_now(self) -> None:
@@ -335,6 +342,7 @@ class Server:
             "idle_timeout": self.idle_timeout,
             "clients": len([s for s in self._sessions if s is not asking]),
             "requests": sum(s.open_requests for s in self._sessions),
+            "unsent": sum(s.unsent for s in self._sessions),
             "queued": stats.queued,
             "running": stats.running,
             "compiled": stats.compiled,

@@ -6,7 +6,18 @@ its requests (:mod:`._requests`) until it leaves. What goes back to it is posted
 plain code (the scheduler's events) and written by one task, in order.
 
 A client that leaves, or whose stream breaks, has its compiles cancelled (nobody
-else's); bytes that are not frames cost it the connection, never the server.
+else's); bytes that are not frames cost it the connection (it is told why, in an error
+frame), never the server.
+
+What a session holds is bounded. Its answers wait to be written in a queue; while the
+queue holds :data:`MAX_UNSENT_ANSWERS` answers or :data:`MAX_UNSENT_BYTES` bytes it
+reads no more requests and hands no more of its jobs to the scheduler
+(:mod:`._requests`: a client that reads slowly slows itself down, nobody else), and a
+client that reads nothing for :data:`WRITE_TIMEOUT` seconds while answers wait for it
+(a stopped process) is dropped: its compiles are cancelled and what was waiting for it
+is freed. Every :data:`KEEPALIVE` seconds without an answer the session says the worker
+count again, so a client can tell a silent server from a busy one (:mod:`._client` gives
+up on one silent for much longer).
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import contextlib
 import logging
 import math
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -28,12 +40,28 @@ from ._protocol import PROTOCOL, Closing, Error, Hello, Welcome, parse, send_for
 from ._requests import Host, Requests
 from ._wire import Message, WireError, encode, read_message
 
-__all__ = ("HELLO_TIMEOUT", "Greeter", "Session")
+__all__ = (
+    "HELLO_TIMEOUT",
+    "KEEPALIVE",
+    "MAX_UNSENT_ANSWERS",
+    "MAX_UNSENT_BYTES",
+    "WRITE_TIMEOUT",
+    "Greeter",
+    "Session",
+)
 
 logger = logging.getLogger("asynccomp.server")
 
 #: Seconds a new connection has to say hello.
 HELLO_TIMEOUT = 10.0
+#: Answers waiting to be written past which a session reads no more of its requests.
+MAX_UNSENT_ANSWERS = 64
+#: The same in bytes (one answer may carry a binary and a log of megabytes).
+MAX_UNSENT_BYTES = 32 * 2**20
+#: Seconds a client may leave a frame of its answers unread before it is dropped.
+WRITE_TIMEOUT = 60.0
+#: Seconds without an answer after which a session says the worker count again.
+KEEPALIVE = 5.0
 # What writing to a client that went away raises.
 _GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 
@@ -51,25 +79,56 @@ class Greeter(Host, Protocol):
 class Session:
     """One client: its stream, what goes out to it, and its requests."""
 
-    def __init__(self, server: Greeter, stream: anyio.abc.SocketStream) -> None:
+    def __init__(
+        self,
+        server: Greeter,
+        stream: anyio.abc.SocketStream,
+        *,
+        write_timeout: float = WRITE_TIMEOUT,
+    ) -> None:
         self.server = server
         self.stream = stream
+        self.write_timeout = write_timeout
         self.receive = BufferedByteReceiveStream(stream)
         self.pid: int | None = None
         self.greeted = False
         self.requests: Requests | None = None
+        # Posted from plain code (the scheduler's events), so never refused here: the
+        # bound is on reading requests and feeding jobs (``room``), which make answers.
         self._out, self._queue = anyio.create_memory_object_stream[
-            tuple[Mapping[str, Any], Sequence[bytes]]
+            tuple[Mapping[str, Any], Sequence[bytes], int]
         ](math.inf)
         self.drained = anyio.Event()
+        #: Answers posted and not yet written, and their size in bytes.
+        self.unsent = 0
+        self.unsent_bytes = 0
+        self.last_post = time.monotonic()
+        self._room = anyio.Event()
 
     @property
     def open_requests(self) -> int:
         return 0 if self.requests is None else len(self.requests.calls)
 
     def post(self, message: Any, blobs: Sequence[bytes] = ()) -> None:
+        fields, blobs = send_form(message, blobs)
+        size = 256 + sum(len(blob) for blob in blobs)
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._out.send_nowait(send_form(message, blobs))
+            self._out.send_nowait((fields, blobs, size))
+            self.unsent += 1
+            self.unsent_bytes += size
+            self.last_post = time.monotonic()
+
+    def _full(self) -> bool:
+        return self.unsent >= MAX_UNSENT_ANSWERS or self.unsent_bytes >= MAX_UNSENT_BYTES
+
+    async def room(self) -> None:
+        """Until this client's answers waiting to be written are under the bounds: a
+        client that reads nothing has no more of its requests read, nor of its jobs
+        handed to the scheduler. (Every waiter waits on the same event.)"""
+        while self._full():
+            if self._room.is_set():
+                self._room = anyio.Event()
+            await self._room.wait()
 
     def close(self, reason: str) -> None:
         """The server stops: tell a welcomed client why, then write no more."""
@@ -88,11 +147,24 @@ class Session:
                 self.requests = Requests(self.server, self, tg)
                 try:
                     await self._read(self.requests)
+                except WireError as exc:  # bytes that are not frames: the stream is lost
+                    # Caught here, not around the task group (which would wrap it in an
+                    # exception group): the client is told why, after what was posted
+                    # before, and the connection closes.
+                    logger.warning(
+                        "a client (pid %s) broke the protocol: %s; its connection is closed",
+                        self.pid,
+                        exc,
+                    )
+                    self.requests.cancel_all()
+                    self.post(Error(None, f"protocol error: {exc}", True))
+                    self._out.close()
+                    await self.drained.wait()  # the writer's deadline bounds this
                 finally:
                     self.requests.cancel_all()
                 tg.cancel_scope.cancel()
-        except WireError as exc:  # bytes that are not frames: the stream is lost
-            logger.warning("a client broke the protocol: %s", exc)
+        except WireError as exc:  # at hello, bytes that are not frames: the stream is lost
+            logger.warning("a client broke the protocol at hello: %s", exc)
             with contextlib.suppress(*_GONE, WireError):
                 await self._say(Error(None, f"protocol error: {exc}", True))
         except _GONE:
@@ -108,17 +180,33 @@ class Session:
 
     async def _read(self, requests: Requests) -> None:
         while True:
+            await self.room()
             message = await read_message(self.receive)
             if message is None:
                 return  # the client left: what it has running is dropped
             requests.take(message)
 
     async def _write(self, scope: anyio.CancelScope) -> None:
-        """Write what is posted until the queue is closed."""
+        """Write what is posted until the queue is closed; a client that leaves a frame
+        unread for ``write_timeout`` seconds is dropped (its requests stop)."""
         try:
-            async for fields, blobs in self._queue:
+            async for fields, blobs, size in self._queue:
                 for frame in encode(fields, blobs):
-                    await self.stream.send(frame)
+                    with anyio.fail_after(self.write_timeout):
+                        await self.stream.send(frame)
+                self.unsent -= 1
+                self.unsent_bytes -= size
+                self._room.set()
+        except TimeoutError:
+            logger.warning(
+                "a client (pid %s) read nothing for %g s with %d answers waiting: dropped, "
+                "its %d open requests cancelled",
+                self.pid,
+                self.write_timeout,
+                self.unsent,
+                self.open_requests,
+            )
+            scope.cancel()
         except _GONE:
             scope.cancel()  # the client is gone: its requests stop
         finally:
