@@ -70,11 +70,13 @@ def test_a_refused_login_is_not_an_unreachable_server(
 @pytest.mark.parametrize(
     ("url", "said"),
     [
-        (f"redis://127.0.0.1:{free_port()}/0", "the remote cache is not used: not reachable"),
+        # {closed}: a port free when the test runs (ids stay the same in every test process).
+        ("redis://127.0.0.1:{closed}/0", "the remote cache is not used: not reachable"),
         ("redis://127.0.0.1:notaport/0", "the remote cache is not used: invalid remote_cache"),
     ],
 )
 def test_doctor_fails_on_a_remote_cache_it_cannot_use(tmp_path: Path, url: str, said: str) -> None:
+    url = url.replace("{closed}", str(free_port()))
     env = _env(tmp_path, **{REMOTE_CACHE_ENV: url, "ASYNCCOMP_REMOTE_CACHE_KEY": TEAM_KEY})
     doctor = run_cli("doctor", env=env)
     assert doctor.returncode == 1
