@@ -65,7 +65,8 @@ async def test_a_call_status_and_warm_up_at_once_on_one_connection(socket_path: 
         await client.start(tg)
         assert client.where.startswith("on the compile server (pid")
         assert client.slots()["nvrtc"] >= 1
-        slow, quick = _rendered(client, CompileJob(slow_kernel(5000)), CompileJob(scale_kernel()))
+        # Slow enough to outlast a warm-up that starts workers on a loaded machine.
+        slow, quick = _rendered(client, CompileJob(slow_kernel(20000)), CompileJob(scale_kernel()))
         events = Told()
         tg.start_soon(client.run, _chunks([slow]), events)
         with anyio.fail_after(120):
