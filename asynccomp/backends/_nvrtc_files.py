@@ -54,14 +54,28 @@ def worker_folders_root() -> Path:
 
 
 def alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists (of any user)."""
+    """Whether a process ``pid`` runs (of any user): it exists and is not a zombie."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has ended but is not reaped yet. A detached compile server's
+    parent is init, and an init that reaps lazily (a container's) keeps a SIGKILLed
+    server a zombie for a second or more: long enough for the next server to start
+    workers and skip the dead one's folders for good (the fault soak found them)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            line = stat_file.read()
+    except OSError:
+        return False
+    end = line.rfind(b")")  # the name, in parentheses, may hold anything
+    return line[end + 2 : end + 3] == b"Z"
 
 
 def _sweep(root: Path, pattern: re.Pattern[str], *, owned_only: bool) -> list[str]:
