@@ -8,8 +8,9 @@ each, batches through ``as_completed``). Each job is drawn from a deterministic 
 (:func:`make_job`): cache hits (a few hot ``-DF=`` variants), misses (a source of its
 own), sources that fail to compile, and slow sources with a short timeout, NVRTC and
 nvcc. Meanwhile a chaos thread, every ``--chaos-interval`` seconds, in turn: SIGKILLs an
-NVRTC worker, SIGKILLs an nvcc, restarts Redis, SIGKILLs the server (and starts it
-again), SIGSTOPs a client for a while, SIGKILLs a client.
+NVRTC worker, SIGKILLs an nvcc, restarts Redis, SIGKILLs the server and starts it
+again with an empty disk cache (a fresh machine: its hits come from Redis, or are
+compiled again), SIGSTOPs a client for ``--stop-seconds``, SIGKILLs a client.
 
 Accounting: each client appends one JSON line per job (``ok`` with the binary's
 SHA-256, or the error's class name and message). A killed client's jobs without a line
@@ -42,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -73,9 +75,12 @@ from asynccomp.server import ServerPaths, server_paths, start_server  # noqa: E4
 
 ARCH = "sm_90a"
 MARKER = "ASYNCCOMP_SOAK_RUN"  # in the environment of everything the soak starts
-CHAOS = ("nvrtc_worker", "nvcc", "redis", "server", "client_stop", "client_kill")
+#: The chaos kinds, in the order they take turns (the server's kill well after Redis's
+#: restart: its successor's remote tier finds Redis up, with what it held).
+CHAOS = ("server", "nvrtc_worker", "nvcc", "redis", "client_stop", "client_kill")
 #: What chaos may cause any job (InternalError only when it says "killed by": a killed nvcc).
 CHAOS_ERRORS = ("ServerLost", "WorkerCrashed", "ServerError")
+NVCC_TOOLS = ("nvcc", "cicc", "ptxas", "cc1plus", "fatbinary", "cudafe++")
 EXPECTED = {"hit": "ok", "miss": "ok", "fail": "CompileError", "timeout": "CompileTimeout"}
 
 SCALE = (
@@ -180,7 +185,8 @@ async def _client(ids: list[int], mix: Mix, out: Path, batch: int) -> None:
 
 
 class Redis:
-    """A private redis-server on a fixed port, with a password, restartable."""
+    """A private redis-server on a fixed port, with a password and an append-only file,
+    restartable."""
 
     def __init__(self, folder: Path, env: dict[str, str]) -> None:
         with socket.socket() as sock:
@@ -207,7 +213,9 @@ class Redis:
 
     def start(self) -> None:
         argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
-        argv += ["--save", "", "--appendonly", "no", "--dir", str(self.folder)]
+        # An append-only file, as a team's Redis would keep one: a restart loses at
+        # most the last second's entries, not all of them.
+        argv += ["--save", "", "--appendonly", "yes", "--dir", str(self.folder)]
         argv += ["--requirepass", self.password]
         self.process = subprocess.Popen(
             argv, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -314,6 +322,7 @@ class Soak:
         self.rss: dict[str, list[tuple[float, int]]] = {}
         self.violations: list[str] = []
         self.resubmitted = 0
+        self.cache_counts: Counter[str] = Counter()
         self.t0 = time.monotonic()
 
     # -- processes
@@ -338,7 +347,9 @@ class Soak:
         self.clients.append(client)
         return client
 
-    def _descendants(self, words: tuple[str, ...]) -> list[psutil.Process]:
+    def _descendants(self, kind: str) -> list[psutil.Process]:
+        """The server's NVRTC workers, or the processes of its nvcc runs (nvcc and the
+        tools it runs: the host compiler's too), by name."""
         pid = self.server_pid()
         if pid is None:
             return []
@@ -346,7 +357,9 @@ class Soak:
         with contextlib.suppress(psutil.NoSuchProcess):
             for child in psutil.Process(pid).children(recursive=True):
                 with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                    if child.name() in words or any(w in " ".join(child.cmdline()) for w in words):
+                    if kind == "nvcc" and child.name() in NVCC_TOOLS:
+                        found.append(child)
+                    elif kind == "nvrtc_worker" and "_nvrtc_worker" in " ".join(child.cmdline()):
                         found.append(child)
         return found
 
@@ -359,8 +372,7 @@ class Soak:
     def _strike(self, kind: str) -> str | None:
         """One chaos event; what it hit, or None when there was nothing to hit."""
         if kind in ("nvrtc_worker", "nvcc"):
-            words = ("_nvrtc_worker",) if kind == "nvrtc_worker" else ("nvcc", "cicc", "ptxas")
-            targets = [p for p in self._descendants(words) if "_nvcc_guard" not in p.name()]
+            targets = self._descendants(kind)
             if not targets:
                 return None
             target = random.choice(targets)
@@ -379,11 +391,19 @@ class Soak:
             pid = self.server_pid()
             if pid is None:
                 return None
-            with contextlib.suppress(psutil.NoSuchProcess):
-                victim = psutil.Process(pid)
-                victim.kill()
-                victim.wait(10)
-            time.sleep(0.5)
+            self.count_cache()
+            # Under the lock clients take to start a server: none starts one before the
+            # disk cache is gone (a fresh machine: its hits come from Redis, or compiles).
+            fd = os.open(self.paths.spawn, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    victim = psutil.Process(pid)
+                    victim.kill()
+                    victim.wait(30)
+                shutil.rmtree(self.root / "cache", ignore_errors=True)
+            finally:
+                os.close(fd)
             start_server(self.paths, self.env)  # clients may have started it already
             return f"{pid} -> {self.server_pid()}"
         clients = self._live_clients()
@@ -417,6 +437,17 @@ class Soak:
             at = round(time.monotonic() - self.t0, 1)
             self.events.append({"t": at, "kind": kind, "hit": hit})
             turn += 1
+
+    def count_cache(self) -> None:
+        """Add the running server's cache counters (hits per tier, forged, ...) to the
+        run's: asked before each kill and at the end."""
+        try:
+            counts = compile_server.status(self.paths.socket).get("cache_stats") or {}
+        except AsyncCompError:
+            return
+        for name, value in counts.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.cache_counts[name] += value
 
     # -- the run
 
@@ -489,6 +520,7 @@ class Soak:
     def teardown(self) -> dict[str, Any]:
         """Stop the server and Redis as a user would, then look for what is left."""
         pid = self.server_pid()
+        self.count_cache()
         with contextlib.suppress(AsyncCompError):
             compile_server.stop(self.paths.socket)
         if pid is not None:
@@ -581,6 +613,7 @@ class Soak:
             "distinct_references": len(reference),
             "outcomes": dict(sorted(outcomes.items())),
             "cached": sum(1 for f in records.values() if f[0].get("cached")),
+            "server_cache": dict(sorted(self.cache_counts.items())),
             "wrong": wrong[:20],
             "memory": memory,
         }
@@ -600,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chaos-interval", type=float, default=4.0, help="seconds")
     parser.add_argument(
         "--chaos",
-        type=lambda s: s.split(","),
+        type=lambda s: [k for k in s.split(",") if k],
         default=list(CHAOS),
         help=f"chaos kinds, comma-separated (default all: {','.join(CHAOS)})",
     )
@@ -646,6 +679,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"soak: {result['recorded']} results in {result['seconds']} s ({rate:.0f} jobs/s)")
     print(f"soak: lost {result['lost']}, duplicated {result['duplicated']}, "
           f"resubmitted {result['resubmitted']}, cached {result['cached']}")
+    print(f"soak: server cache {result['server_cache']}")
     print(f"soak: chaos {result['chaos']} (missed {result['chaos_missed']})")
     for name, outcome in result["outcomes"].items():
         print(f"soak:   {outcome:7d} {name}")
