@@ -59,7 +59,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -124,19 +124,27 @@ class Mix:
 def job_kind(i: int, mix: Mix) -> tuple[str, CompileJob]:
     """Job ``i`` of the mix, and its kind: the same on every process, every run."""
     rng = random.Random(mix.seed * 1_000_003 + i)
-    backend = "nvcc" if rng.random() < mix.nvcc else "nvrtc"
+    backend: Literal["nvrtc", "nvcc"] = "nvcc" if rng.random() < mix.nvcc else "nvrtc"
     draw = rng.random()
-    name, timeout, source, options = f"j{i}", None, SCALE, ()
+    timeout: float | None = None
+    source, options = SCALE, ""
     if draw < mix.timeout:
         kind, source, timeout = "timeout", _slow(mix.slow_statements), mix.slow_timeout
     elif draw < mix.timeout + mix.fail:
         kind, source = "fail", _broken(rng.randrange(3))
     elif draw < mix.timeout + mix.fail + mix.miss:
-        kind, options = "miss", (f"-DF={i}.25f",)
+        kind, options = "miss", f"-DF={i}.25f"
     else:
-        kind, options = "hit", (f"-DF={rng.randrange(mix.hot) + 1}.0f",)
-    job = CompileJob(source, name=name, backend=backend, arch=ARCH, options=options)
-    return kind, (dataclasses.replace(job, timeout=timeout) if timeout else job)
+        kind, options = "hit", f"-DF={rng.randrange(mix.hot) + 1}.0f"
+    job = CompileJob(
+        source,
+        name=f"j{i}",
+        backend=backend,
+        arch=ARCH,
+        options=(options,) if options else (),
+        timeout=timeout,
+    )
+    return kind, job
 
 
 def _reference_key(job: CompileJob) -> str:
@@ -276,7 +284,7 @@ def memory_trend(samples: list[tuple[float, int]], warmup: float = 0.3) -> dict[
     rs = [r for _, r in after]
     mean_t, mean_r = sum(ts) / len(ts), sum(rs) / len(rs)
     var = sum((t - mean_t) ** 2 for t in ts) or 1.0
-    slope = sum((t - mean_t) * (r - mean_r) for t, r in zip(ts, rs)) / var
+    slope = sum((t - mean_t) * (r - mean_r) for t, r in zip(ts, rs, strict=True)) / var
     return {
         "samples": len(samples),
         "judged": True,
@@ -357,9 +365,11 @@ class Soak:
         with contextlib.suppress(psutil.NoSuchProcess):
             for child in psutil.Process(pid).children(recursive=True):
                 with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                    if kind == "nvcc" and child.name() in NVCC_TOOLS:
-                        found.append(child)
-                    elif kind == "nvrtc_worker" and "_nvrtc_worker" in " ".join(child.cmdline()):
+                    if kind == "nvcc":
+                        hit = child.name() in NVCC_TOOLS
+                    else:
+                        hit = "_nvrtc_worker" in " ".join(child.cmdline())
+                    if hit:
                         found.append(child)
         return found
 
@@ -677,8 +687,10 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(result, indent=1, default=str) + "\n")
     rate = args.jobs / max(soak.elapsed, 1e-9)
     print(f"soak: {result['recorded']} results in {result['seconds']} s ({rate:.0f} jobs/s)")
-    print(f"soak: lost {result['lost']}, duplicated {result['duplicated']}, "
-          f"resubmitted {result['resubmitted']}, cached {result['cached']}")
+    print(
+        f"soak: lost {result['lost']}, duplicated {result['duplicated']}, "
+        f"resubmitted {result['resubmitted']}, cached {result['cached']}"
+    )
     print(f"soak: server cache {result['server_cache']}")
     print(f"soak: chaos {result['chaos']} (missed {result['chaos_missed']})")
     for name, outcome in result["outcomes"].items():
