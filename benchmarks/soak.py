@@ -5,12 +5,14 @@ with a private, password-protected ``redis-server`` as its remote tier (the team
 in ``$ASYNCCOMP_REMOTE_CACHE_KEY``, as in the README's authenticated setup) serves K
 client processes (``python benchmarks/soak.py client``: an ``Engine(server="auto")``
 each, batches through ``as_completed``). Each job is drawn from a deterministic mix
-(:func:`make_job`): cache hits (a few hot ``-DF=`` variants), misses (a source of its
-own), sources that fail to compile, and slow sources with a short timeout, NVRTC and
-nvcc. Meanwhile a chaos thread, every ``--chaos-interval`` seconds, in turn: SIGKILLs an
-NVRTC worker, SIGKILLs an nvcc, restarts Redis, SIGKILLs the server and starts it
-again with an empty disk cache (a fresh machine: its hits come from Redis, or are
-compiled again), SIGSTOPs a client for ``--stop-seconds``, SIGKILLs a client.
+(:func:`job_kind`): cache hits (a few hot ``-DF=`` variants), misses (a source of
+their own), sources that fail to compile, and slow sources with a short timeout, NVRTC
+and nvcc. Meanwhile a chaos thread, every ``--chaos-interval`` seconds, in turn:
+SIGKILLs the server and starts it again with an empty disk cache (a fresh machine: its
+hits come from Redis, or are compiled again), SIGKILLs an NVRTC worker, SIGKILLs nvcc
+or a tool it runs (cicc, ptxas, gcc's cc1plus, ...), restarts Redis (SIGKILL; its
+append-only file keeps what it held), SIGSTOPs a client for ``--stop-seconds``,
+SIGKILLs a client. ``--chaos`` picks kinds (``--chaos ""``: none).
 
 Accounting: each client appends one JSON line per job (``ok`` with the binary's
 SHA-256, or the error's class name and message). A killed client's jobs without a line
@@ -19,8 +21,8 @@ are handed to a fresh client (``resubmitted``); a line it wrote stands. At the e
 - every job has exactly one line (none lost, none duplicated);
 - every error is typed and fits the job: ``CompileError`` for the broken sources,
   ``CompileTimeout`` for the slow ones, and what chaos causes (``ServerLost``,
-  ``WorkerCrashed``, ``ServerError`` for a whole call, ``InternalError`` naming a
-  signal for a killed nvcc) for any job;
+  ``WorkerCrashed``, ``ServerError`` for a whole call; for nvcc jobs ``InternalError``
+  saying what was "killed by" a signal) for any job;
 - every binary equals a reference compile of its source (in this process, no cache,
   once per distinct source);
 - server and client RSS flat after warm-up (growth after the first 30% of a process's
@@ -489,6 +491,7 @@ class Soak:
         chaos = threading.Thread(target=self.chaos, name="chaos")
         chaos.start()
         deadline = self.t0 + self.args.max_seconds
+        next_report = self.t0 + self.args.report_every
         try:
             while True:
                 self._sample()
@@ -512,6 +515,14 @@ class Soak:
                         client.killed = True  # reported once
                 if running == 0:
                     break
+                if time.monotonic() >= next_report:
+                    next_report += self.args.report_every
+                    print(
+                        f"soak: {time.monotonic() - self.t0:.0f} s, "
+                        f"{sum(len(f) for f in self.records().values())} results, "
+                        f"{len(self.events)} chaos events",
+                        flush=True,
+                    )
                 if time.monotonic() > deadline:
                     self.violations.append(f"the run passed --max-seconds {self.args.max_seconds}")
                     break
@@ -534,8 +545,12 @@ class Soak:
         with contextlib.suppress(AsyncCompError):
             compile_server.stop(self.paths.socket)
         if pid is not None:
-            with contextlib.suppress(psutil.NoSuchProcess):
+            try:
                 psutil.Process(pid).wait(60)
+            except psutil.NoSuchProcess:
+                pass
+            except psutil.TimeoutExpired:
+                self.violations.append(f"the server (pid {pid}) did not stop within 60 s")
         self.redis.kill()
         deadline = time.monotonic() + 30
         while (left := _ours(self.marker)) and time.monotonic() < deadline:
@@ -654,6 +669,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=Mix.timeout, help="share timing out")
     parser.add_argument("--max-growth-mib", type=float, default=32.0)
     parser.add_argument("--max-seconds", type=float, default=1800.0)
+    parser.add_argument("--report-every", type=float, default=60.0, help="progress, seconds")
     parser.add_argument("--json", type=Path, help="write the result here")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder (logs)")
     args = parser.parse_args(argv)
