@@ -176,6 +176,22 @@ async def test_stale_folders_of_dead_engines_are_swept(backend: NvrtcBackend) ->
         live.rmdir()
 
 
+async def test_an_engine_that_starts_no_worker_sweeps_as_it_closes() -> None:
+    """A compile server restarted after a kill that serves only cache hits starts no
+    worker: it removes the killed one's folders (PCH files of hundreds of MB) as it
+    closes, not only as a first worker starts."""
+    root = worker_folders_root()
+    probe = await anyio.run_process(["sh", "-c", "echo $$"])
+    stale = root / f"{int(probe.stdout)}-0"  # a process that has ended
+    (stale / "__nvrtc_auto_pch_1_0").mkdir(parents=True)
+    idle = NvrtcBackend(find_toolkit(), mode="processes", workers=1)
+    async with anyio.create_task_group() as tg:
+        await idle.start(tg)
+        await idle.aclose()
+    assert idle.pool is not None and idle.pool.worker_pids() == []  # none started
+    assert not stale.exists()
+
+
 def test_an_ended_engine_not_yet_reaped_has_its_folders_swept() -> None:
     """An engine that ended but is still a zombie (its parent, init in a container,
     reaps lazily: a SIGKILLed detached server stays one for a second or more) runs no
