@@ -115,15 +115,9 @@ def not_a_verdict(
             f"nvcc's {tool} was killed by {_signal_name(number)}",
             subprocess.CalledProcessError(-number, tool),
         )
-    host = _HOST_TOOL_KILLED.search(log)
+    host = _host_tool_killed(log)
     if host is not None:
-        words, tool = host.group(1), host.group(2)
-        number = _SIGNAL_WORDS.get(words)
-        said = _signal_name(number) if number is not None else f"a signal ({words})"
-        return (
-            f"nvcc's host compiler {tool} was killed by {said}",
-            subprocess.CalledProcessError(-number if number is not None else 1, tool),
-        )
+        return host
     dumped = _TOOL_DUMPED.search(log)
     if dumped is not None:
         tool = dumped.group(1)
@@ -145,6 +139,20 @@ def not_a_verdict(
         where = "" if space is None else f" ({_describe(space)} left there)"
         return f"nvcc's work folder failed{where}: {line.strip()}", cause
     return None
+
+
+def _host_tool_killed(log: str) -> tuple[str, BaseException] | None:
+    """A program of the host compiler's killed by a signal, as its driver says."""
+    found = _HOST_TOOL_KILLED.search(log)
+    if found is None:
+        return None
+    words, tool = found.group(1), found.group(2)
+    number = _SIGNAL_WORDS.get(words)
+    said = _signal_name(number) if number is not None else f"a signal ({words})"
+    return (
+        f"nvcc's host compiler {tool} was killed by {said}",
+        subprocess.CalledProcessError(-number if number is not None else 1, tool),
+    )
 
 
 def _folder_failure(log: str, workdir: Path, own_files: tuple[str, ...]) -> str | None:
