@@ -692,6 +692,7 @@ def main(argv: list[str] | None = None) -> int:
     chaos_hits = Counter(e["kind"] for e in soak.events if e["hit"] is not None)
     result.update(
         seconds=round(soak.elapsed, 1),
+        total_seconds=round(time.monotonic() - soak.t0, 1),  # with references, teardown
         chaos={k: chaos_hits.get(k, 0) for k in CHAOS if k in args.chaos},
         chaos_missed=sum(1 for e in soak.events if e["hit"] is None),
         events=soak.events,
@@ -702,7 +703,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, default=str) + "\n")
     rate = args.jobs / max(soak.elapsed, 1e-9)
-    print(f"soak: {result['recorded']} results in {result['seconds']} s ({rate:.0f} jobs/s)")
+    print(
+        f"soak: {result['recorded']} results in {result['seconds']} s ({rate:.0f} jobs/s); "
+        f"{result['total_seconds']} s with the reference compiles and the checks"
+    )
     print(
         f"soak: lost {result['lost']}, duplicated {result['duplicated']}, "
         f"resubmitted {result['resubmitted']}, cached {result['cached']}"
