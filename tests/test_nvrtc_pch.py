@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -175,6 +176,42 @@ async def test_stale_folders_of_dead_engines_are_swept(backend: NvrtcBackend) ->
         live.rmdir()
 
 
+async def test_an_engine_that_starts_no_worker_sweeps_as_it_closes() -> None:
+    """A compile server restarted after a kill that serves only cache hits starts no
+    worker: it removes the killed one's folders (PCH files of hundreds of MB) as it
+    closes, not only as a first worker starts."""
+    root = worker_folders_root()
+    probe = await anyio.run_process(["sh", "-c", "echo $$"])
+    stale = root / f"{int(probe.stdout)}-0"  # a process that has ended
+    (stale / "__nvrtc_auto_pch_1_0").mkdir(parents=True)
+    idle = NvrtcBackend(find_toolkit(), mode="processes", workers=1)
+    async with anyio.create_task_group() as tg:
+        await idle.start(tg)
+        await idle.aclose()
+    assert idle.pool is not None and idle.pool.worker_pids() == []  # none started
+    assert not stale.exists()
+
+
+def test_an_ended_engine_not_yet_reaped_has_its_folders_swept() -> None:
+    """An engine that ended but is still a zombie (its parent, init in a container,
+    reaps lazily: a SIGKILLed detached server stays one for a second or more) runs no
+    more: its folders go, else the next engine, starting just then, would skip them for
+    good."""
+    root = worker_folders_root()
+    ended = subprocess.Popen(["true"])  # not waited for: a zombie until reaped below
+    try:
+        deadline = time.monotonic() + 30
+        while psutil.Process(ended.pid).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "true did not end"
+            time.sleep(0.01)
+        folder = root / f"{ended.pid}-0"
+        (folder / "__nvrtc_auto_pch_1_0").mkdir(parents=True)
+        assert sweep_worker_folders(root) == [folder.name]
+        assert not folder.exists()
+    finally:
+        ended.wait()
+
+
 # An engine that compiles one job with -pch, says where NVRTC put its PCH, and waits to
 # be killed.
 ENGINE_SCRIPT = """
@@ -200,7 +237,6 @@ def test_a_killed_engines_pch_is_removed_by_the_next(
     files stay (NVRTC removes them only at a normal exit), and the next NVRTC backend's
     start removes them."""
     import tempfile
-    import time
 
     tmp = tmp_path / "tmp"
     tmp.mkdir()

@@ -26,11 +26,12 @@ from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
 from .processes import wait_until
 
 
-def _below_us(name: str) -> list[psutil.Process]:
+def _below_us(name: str, naming: str = "") -> list[psutil.Process]:
+    """Processes called ``name`` below this one (with ``naming`` in their command line)."""
     found = []
     for process in psutil.Process().children(recursive=True):
         try:
-            if process.name() == name:
+            if process.name() == name and naming in " ".join(process.cmdline()):
                 found.append(process)
         except psutil.Error:
             pass
@@ -75,16 +76,19 @@ async def test_a_compile_error_is_still_cached(tmp_path: Path) -> None:
 
 
 @needs_nvcc
-@pytest.mark.parametrize("victim", ["cicc", "nvcc"])
+@pytest.mark.parametrize("victim", ["cicc", "nvcc", "cc1plus"])
 async def test_a_tool_killed_by_a_signal_is_internal_and_not_cached(
     victim: str, tmp_path: Path
 ) -> None:
+    # cc1plus: gcc's compiler proper, run by the gcc that nvcc runs; the one preprocessing
+    # the job's source (others, a fraction of a second each, probe the host compiler).
+    running, naming = ("cc1plus", "victim") if victim == "cc1plus" else ("cicc", "")
     job = CompileJob(slow_kernel(), backend="nvcc", name="victim")
     async with Engine(arch=ARCH, cache_failures=True, cache_dir=tmp_path) as engine:
 
         async def kill_it() -> None:
-            await wait_until(lambda: bool(_below_us("cicc")))
-            for process in _below_us(victim):
+            await wait_until(lambda: bool(_below_us(running, naming)))
+            for process in _below_us(victim, naming):
                 process.send_signal(signal.SIGKILL)
 
         async with anyio.create_task_group() as tg:
@@ -95,7 +99,7 @@ async def test_a_tool_killed_by_a_signal_is_internal_and_not_cached(
             async with anyio.create_task_group() as tg:
 
                 async def cancel_once_it_compiles() -> None:
-                    await wait_until(lambda: bool(_below_us("cicc")))
+                    await wait_until(lambda: bool(_below_us(running, naming)))
                     scope.cancel()
 
                 tg.start_soon(cancel_once_it_compiles)
@@ -110,6 +114,8 @@ async def test_a_tool_killed_by_a_signal_is_internal_and_not_cached(
     assert cause.returncode == -signal.SIGKILL
     if victim == "cicc":  # run through sh -c: nvcc exits with the shell's 128 + 9
         assert "nvcc exited with status 137" in str(result.error)
+    elif victim == "cc1plus":  # gcc says so (and exits with 1: no signal in nvcc's status)
+        assert cause.cmd == "cc1plus" and "terminated program cc1plus" in str(result.error)
     else:
         assert cause.cmd == "nvcc"
 

@@ -10,7 +10,9 @@ never cached (issue 19).
 How they show, measured with nvcc 13.0 on real tmpfs mounts (``tests/filesystems.py``)
 and real signals: nvcc runs cicc through ``sh -c``, so a killed cicc makes nvcc exit
 with the shell's ``128 + N`` and a log of ``Killed``; other tools give ``nvcc error :
-'ptxas' died due to signal 9``. A full work folder shows, depending on which file did
+'ptxas' died due to signal 9``; the host compiler's own programs, killed under gcc,
+``gcc: fatal error: Killed signal terminated program cc1plus`` and status 1 (found by
+the fault soak, ``benchmarks/soak.py``). A full work folder shows, depending on which file did
 not fit, as ``No space left on device`` (gcc), ``nvcc fatal : Could not open output
 file ...tmpxft_...``, ``Failed to preprocess host compiler properties`` (no file named),
 ``Catastrophic error: cannot open generated C file``, ``kernel.cu(4): catastrophic
@@ -66,6 +68,13 @@ def folder_space(folder: Path) -> FolderSpace | None:
 # nvcc's words for a tool that a signal killed, when nvcc ran it itself.
 _TOOL_KILLED = re.compile(r"^nvcc error\s*: '([^']+)' died due to signal (\d+)", re.M)
 _TOOL_DUMPED = re.compile(r"^nvcc error\s*: '([^']+)' core dumped", re.M)
+# The host compiler's driver for a program of its that a signal killed (nvcc reports
+# only the driver's status 1): gcc says ``gcc: fatal error: Killed signal terminated
+# program cc1plus`` (strsignal's words; ``internal compiler error:`` for a crash).
+_HOST_TOOL_KILLED = re.compile(
+    r"^\S+: (?:fatal error|internal compiler error): (.+?) signal terminated program (\S+)",
+    re.M,
+)
 # A tool failing on a file (the file must be the work folder's to count, see below).
 _FILE_FAILED = re.compile(
     r"(?i)\b(?:cannot|can't|could not|couldn't|unable to|failed to)\s+(?:open|create|write)"
@@ -106,6 +115,9 @@ def not_a_verdict(
             f"nvcc's {tool} was killed by {_signal_name(number)}",
             subprocess.CalledProcessError(-number, tool),
         )
+    host = _host_tool_killed(log)
+    if host is not None:
+        return host
     dumped = _TOOL_DUMPED.search(log)
     if dumped is not None:
         tool = dumped.group(1)
@@ -127,6 +139,20 @@ def not_a_verdict(
         where = "" if space is None else f" ({_describe(space)} left there)"
         return f"nvcc's work folder failed{where}: {line.strip()}", cause
     return None
+
+
+def _host_tool_killed(log: str) -> tuple[str, BaseException] | None:
+    """A program of the host compiler's killed by a signal, as its driver says."""
+    found = _HOST_TOOL_KILLED.search(log)
+    if found is None:
+        return None
+    words, tool = found.group(1), found.group(2)
+    number = _SIGNAL_WORDS.get(words)
+    said = _signal_name(number) if number is not None else f"a signal ({words})"
+    return (
+        f"nvcc's host compiler {tool} was killed by {said}",
+        subprocess.CalledProcessError(-number if number is not None else 1, tool),
+    )
 
 
 def _folder_failure(log: str, workdir: Path, own_files: tuple[str, ...]) -> str | None:
@@ -151,6 +177,10 @@ def _errno_in(line: str) -> int | None:
 def _describe(space: FolderSpace) -> str:
     inodes = "" if space.inodes_free is None else f", {space.inodes_free} inodes"
     return f"{space.bytes_free} bytes{inodes}"
+
+
+# strsignal's words (``Killed``, ``Terminated``, ``Segmentation fault``) to signals.
+_SIGNAL_WORDS = {signal.strsignal(s): int(s) for s in signal.Signals if signal.strsignal(s)}
 
 
 def _signal_name(number: int) -> str:

@@ -6,9 +6,9 @@ normally. So:
 
 - every NVRTC worker process gets a folder of its own as ``$TMPDIR``,
   ``<tmp>/asynccomp-nvrtc-<uid>/<engine pid>-<n>/`` (:func:`worker_folders_root`); the
-  pool removes it whenever it reaps the worker, killed or not, and the first pool of a
-  process removes the folders of engines that no longer run
-  (:func:`sweep_worker_folders`: their workers died with them);
+  pool removes it whenever it reaps the worker, killed or not, and a pool removes the
+  folders of engines that no longer run (:func:`sweep_worker_folders`: their workers
+  died with them) as it starts its first worker and as it closes;
 - NVRTC in threads of an engine's own process writes to the process's ``$TMPDIR``; an
   engine killed there leaves NVRTC's folder, so every NVRTC backend's start removes the
   ``__nvrtc_auto_pch_<pid>_<n>`` folders of this user's processes that have ended
@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = (
+    "existing_worker_folders_root",
     "sweep_stale_auto_pch",
     "sweep_worker_folders",
     "worker_folders_root",
@@ -53,15 +54,36 @@ def worker_folders_root() -> Path:
     return Path(tempfile.mkdtemp(prefix="asynccomp-nvrtc-"))
 
 
+def existing_worker_folders_root() -> Path | None:
+    """:func:`worker_folders_root` if there is one (``None``: no engine made it)."""
+    if not Path(tempfile.gettempdir(), f"asynccomp-nvrtc-{os.getuid()}").is_dir():
+        return None
+    return worker_folders_root()
+
+
 def alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists (of any user)."""
+    """Whether a process ``pid`` runs (of any user): it exists and is not a zombie."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has ended but is not reaped yet. A detached compile server's
+    parent is init, and an init that reaps lazily (a container's) keeps a SIGKILLed
+    server a zombie for a second or more: long enough for the next server to start
+    workers and skip the dead one's folders for good (the fault soak found them)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            line = stat_file.read()
+    except OSError:
+        return False
+    end = line.rfind(b")")  # the name, in parentheses, may hold anything
+    return line[end + 2 : end + 3] == b"Z"
 
 
 def _sweep(root: Path, pattern: re.Pattern[str], *, owned_only: bool) -> list[str]:

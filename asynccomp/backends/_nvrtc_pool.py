@@ -21,8 +21,9 @@ Faults stay with their job (see :mod:`._nvrtc_protocol` for the wire format):
 
 **Files.** Every worker gets a folder of its own as ``$TMPDIR``, where NVRTC writes its
 automatic precompiled headers; the pool removes it whenever it reaps a worker, killed or
-not, and at its first start it removes the folders of engines that are no longer running
-(their workers died with them: ``PR_SET_PDEATHSIG``); see :mod:`._nvrtc_files`. Workers
+not, and as it starts its first worker and as it closes it removes the folders of
+engines that are no longer running (their workers died with them:
+``PR_SET_PDEATHSIG``); see :mod:`._nvrtc_files`. Workers
 that never compile with ``-pch`` write nothing there.
 
 **Precompiled headers** (jobs rendered with ``-pch``, :data:`~.nvrtc.PCH_OPTION`): a PCH
@@ -57,7 +58,11 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._base import BackendOutput, PreparedCompile, empty_folder
 from ._nvrtc_api import uses_pch
-from ._nvrtc_files import sweep_worker_folders, worker_folders_root
+from ._nvrtc_files import (
+    existing_worker_folders_root,
+    sweep_worker_folders,
+    worker_folders_root,
+)
 from ._nvrtc_protocol import CANCEL, COMPILE, HEADER, RECEIVED, RESULT, SEQ
 
 __all__ = (
@@ -290,9 +295,7 @@ class NvrtcProcessPool:
         """Blocking: a fresh folder for one worker (the first also sweeps stale ones)."""
         if self._root is None:
             self._root = worker_folders_root()
-            swept = sweep_worker_folders(self._root)
-            if swept:
-                logger.info("asynccomp: removed %d stale NVRTC worker folders", len(swept))
+            self._sweep(self._root)
         folder = self._root / f"{os.getpid()}-{next(self._folders)}"
         folder.mkdir(0o700)
         return folder
@@ -485,3 +488,17 @@ class NvrtcProcessPool:
         self._idle.clear()
         for worker in workers:
             await worker.kill()
+        # Again at close: an engine that started no worker after one was killed (a
+        # compile server restarted, then serving cache hits only) left that one's
+        # folders, precompiled headers of hundreds of MB, for whoever came next.
+        with anyio.CancelScope(shield=True):
+            root = self._root or await anyio.to_thread.run_sync(existing_worker_folders_root)
+            if root is not None:
+                await anyio.to_thread.run_sync(self._sweep, root)
+
+    @staticmethod
+    def _sweep(root: Path) -> None:
+        """Blocking: remove the folders of engines that are no longer running."""
+        swept = sweep_worker_folders(root)
+        if swept:
+            logger.info("asynccomp: removed %d stale NVRTC worker folders", len(swept))
