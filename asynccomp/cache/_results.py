@@ -34,7 +34,7 @@ import json
 import os
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -131,6 +131,8 @@ class CacheStats:
     remote_errors: int = 0
     forged: int = 0  # remote entries that failed authentication (counted as misses too)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # What :meth:`save` has added to the folder's totals already.
+    _saved: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
         with self._lock:
@@ -140,6 +142,15 @@ class CacheStats:
     def as_dict(self) -> dict[str, int]:
         with self._lock:
             return {f.name: getattr(self, f.name) for f in fields(self) if f.name[0] != "_"}
+
+    def unsaved(self) -> dict[str, int]:
+        """The counts not added to the folder's totals yet."""
+        with self._lock:
+            return {
+                f.name: getattr(self, f.name) - self._saved.get(f.name, 0)
+                for f in fields(self)
+                if f.name[0] != "_"
+            }
 
     @staticmethod
     def load(root: Path) -> dict[str, int]:
@@ -156,23 +167,45 @@ class CacheStats:
         return totals
 
     def save(self, root: Path) -> None:
-        """Add these counts to the cache folder's totals (under a lock: processes share
-        the folder)."""
-        counts = self.as_dict()
+        """Add the counts not saved yet to the cache folder's totals (as ccache's stats
+        files: under a lock, replaced atomically, so every process using the folder, a
+        compile server and in-process engines alike, adds to the same totals). Called
+        again, it adds only what was counted since."""
+        counts = self.unsaved()
         if not any(counts.values()):
             return
-        with contextlib.suppress(OSError):
-            fd = os.open(root / f"{STATS_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                totals = self.load(root)
+        with contextlib.suppress(OSError), stats_lock(root):
+            totals = self.load(root)
+            for name, value in counts.items():
+                totals[name] += value
+            _write_totals(root, totals)
+            with self._lock:
                 for name, value in counts.items():
-                    totals[name] += value
-                tmp = root / f".{STATS_FILE}.{os.getpid()}.tmp"
-                tmp.write_text(json.dumps(totals, indent=2) + "\n")
-                tmp.replace(root / STATS_FILE)
-            finally:
-                os.close(fd)
+                    self._saved[name] = self._saved.get(name, 0) + value
+
+    @staticmethod
+    def zero(root: Path) -> None:
+        """Reset the cache folder's totals (``asynccomp cache --zero-stats``)."""
+        with stats_lock(root):
+            _write_totals(root, CacheStats().as_dict())
+
+
+@contextlib.contextmanager
+def stats_lock(root: Path) -> Iterator[None]:
+    """The stats file's lock, held (processes share the folder)."""
+    fd = os.open(root / f"{STATS_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _write_totals(root: Path, totals: dict[str, int]) -> None:
+    """Replace the stats file at once: a reader sees the old totals or the new ones."""
+    tmp = root / f".{STATS_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp.write_text(json.dumps(totals, indent=2) + "\n")
+    tmp.replace(root / STATS_FILE)
 
 
 class RemoteVerdict(NamedTuple):

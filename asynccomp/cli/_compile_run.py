@@ -46,6 +46,7 @@ class CompileRun:
         self.interrupted = False
         self.display: Display | None = None
         self.where = engine.where
+        self.deduplicated = 0
 
     def _output_name(self, result: CompileResult) -> str | None:
         """The file ``--out`` gets for this result (named after its job), if any."""
@@ -83,6 +84,9 @@ class CompileRun:
                 tg.cancel_scope.cancel()
             versions = engine.compiler_versions
             self.where = engine.where
+            # Counted by this client for its own jobs, wherever they ran (a compile
+            # server tells each job's answer).
+            self.deduplicated = engine.statistics().deduplicated
         wall = time.monotonic() - started
         display.close("asynccomp: interrupted" if self.interrupted else "")
         return self._report(wall, versions)
@@ -113,7 +117,13 @@ class CompileRun:
             done = {id(r.job) for r in results}
             unfinished = [job for job in self.jobs if id(job) not in done]
             rows = records(
-                results, self.finished_at, unfinished, self.paths, self._output_name, versions
+                results,
+                self.finished_at,
+                unfinished,
+                self.paths,
+                self._output_name,
+                versions,
+                self.where,
             )
             text = json.dumps(rows, indent=2) + "\n"
             if self.args.json == "-":
@@ -121,7 +131,16 @@ class CompileRun:
                 sys.stdout.flush()
             else:
                 Path(self.args.json).write_text(text)
-        print(summary(results, wall, total=len(self.jobs), where=self.where), file=self.out)
+        print(
+            summary(
+                results,
+                wall,
+                total=len(self.jobs),
+                where=self.where,
+                deduplicated=self.deduplicated,
+            ),
+            file=self.out,
+        )
         report = failures(results)
         if report:
             print(f"\n{report}", file=sys.stderr)
