@@ -172,5 +172,3 @@ def test_the_summary_says_what_the_server_did_and_json_says_where(
 def test_a_cache_command_without_an_action_shows_the_stats(tmp_path: Path) -> None:
     done = asynccomp("cache", cache=tmp_path / "cache")
     assert done.returncode == 0 and "hits             0 of 0 lookups" in done.stdout
-
-
