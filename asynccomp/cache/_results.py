@@ -35,7 +35,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -49,6 +49,7 @@ from ._disk import DiskCache, decode_entry
 from ._entry import CacheDirWarning, CacheEntry
 from ._keys import cache_key, include_identity
 from ._memory import MemoryCache
+from ._relocate import relocated_dependencies, relocated_options, rooted_dependencies
 from ._remote import RemoteCache, warn_forged
 
 __all__ = (
@@ -86,6 +87,17 @@ def name_reaches_output(prepared: PreparedCompile) -> bool:
         return True
     source = prepared.source
     return any(word in source for word in _NAME_IN_SOURCE)
+
+
+def relocates(prepared: PreparedCompile) -> bool:
+    """Whether the key hashes the paths under ``$ASYNCCOMP_BASE_DIR`` relative to the
+    working folder (:mod:`._relocate`): the base folder is set and no path can reach
+    the output through the options or the source."""
+    return (
+        prepared.base_dir is not None
+        and prepared.cwd is not None
+        and not name_reaches_output(prepared)
+    )
 
 
 def _unnamed(prepared: PreparedCompile) -> tuple[str, ...]:
@@ -257,15 +269,18 @@ class ResultCache:
         if ident is None:
             ident = self._identities[prepared.backend] = key_identity(prepared.backend, toolkit)
         named = name_reaches_output(prepared)
+        relocated = relocates(prepared)
+        options = relocated_options(prepared) if relocated else prepared.options
         return cache_key(
             source=prepared.source,
             backend=prepared.backend,
             output=prepared.output,
             arch=prepared.arch,
-            options=prepared.options if named else _unnamed(prepared),
+            options=options if named else _unnamed(replace(prepared, options=options)),
             compiler_identity=ident[0],
             include_identity=ident[1],
             program_name=prepared.filename if named else "",
+            relocated=relocated,
         )
 
     # -- lookups -------------------------------------------------------------------------
@@ -280,11 +295,14 @@ class ResultCache:
         return None if self.disk is None else self.disk.get(key)
 
     @staticmethod
-    def fresh(entry: CacheEntry, stopped: Callable[[], bool] | None = None) -> bool:
+    def fresh(
+        entry: CacheEntry, stopped: Callable[[], bool] | None = None, cwd: str | None = None
+    ) -> bool:
         """Blocking: whether ``entry``'s dependencies are as recorded (see
         :func:`~asynccomp.cache._deps.dependencies_changed`; raises its ``Stopped``
-        once ``stopped()`` is true)."""
-        return not _stale(entry, stopped)
+        once ``stopped()`` is true), for a lookup from the working folder ``cwd`` (where
+        a relocatable entry's dependencies are: :mod:`._relocate`)."""
+        return not _stale(entry, stopped, cwd)
 
     def count_local(self, *, memory_hits: int = 0, disk_hits: int = 0, stale: int = 0) -> None:
         """Count what the local tiers answered (a disk hit is also kept in memory by
@@ -333,7 +351,11 @@ class ResultCache:
         return blobs
 
     def verify_remote(
-        self, key: str, blob: bytes | None, stopped: Callable[[], bool] | None = None
+        self,
+        key: str,
+        blob: bytes | None,
+        stopped: Callable[[], bool] | None = None,
+        cwd: str | None = None,
     ) -> RemoteVerdict:
         """Blocking: what the remote tier's ``blob`` for ``key`` is worth: an entry that
         was sealed with the team's key, decodes as a disk entry does and whose
@@ -347,7 +369,7 @@ class ResultCache:
         if data is None:
             return RemoteVerdict(None, True)
         entry = decode_entry(key, data)
-        if entry is None or not self.fresh(entry, stopped):
+        if entry is None or not self.fresh(entry, stopped, cwd):
             return RemoteVerdict(None, False)
         self.keep(key, entry)
         if self.disk is not None:
@@ -399,13 +421,14 @@ class ResultCache:
         output: BackendOutput,
         elapsed: float,
         deps: Sequence[Dependency],
+        extra: dict[str, Any] | None = None,
     ) -> CacheEntry | None:
         """Keep a compile's output in memory; returns the entry the other tiers should
         get (``None`` when it is not to be cached). Only the compiler's own verdict on
         the input is kept: a binary, or (with ``cache_failures``) a rejected source;
         never a timeout, a crash, an empty output or a failure of asynccomp's own
         (a compiler that could not start, a full disk), which may not happen again."""
-        metadata = _metadata(prepared, elapsed, deps)
+        metadata = {**_metadata(prepared, elapsed, deps), **(extra or {})}
         if output.status == "ok":
             assert output.binary is not None
             entry = CacheEntry(output.binary, output.log, metadata)
@@ -444,7 +467,9 @@ def check_cost(entry: CacheEntry | None) -> int:
     )
 
 
-def _stale(entry: CacheEntry, stopped: Callable[[], bool] | None = None) -> bool:
+def _stale(
+    entry: CacheEntry, stopped: Callable[[], bool] | None = None, cwd: str | None = None
+) -> bool:
     recorded = entry.metadata.get("deps")
     if not recorded:
         return False
@@ -452,7 +477,18 @@ def _stale(entry: CacheEntry, stopped: Callable[[], bool] | None = None) -> bool
         deps = [Dependency.from_json(d) for d in recorded]
     except (TypeError, ValueError):
         return True  # unreadable: not to be trusted
-    return dependencies_changed(deps, stopped)
+    rooted = rooted_dependencies(deps, entry.metadata, cwd)
+    return rooted is None or dependencies_changed(rooted, stopped)
+
+
+def dependencies_as_kept(
+    deps: list[Dependency], prepared: PreparedCompile
+) -> tuple[list[Dependency], dict[str, Any]]:
+    """Blocking: the dependencies as the entry records them, and what its metadata says
+    of them (relocatable, or bound to a working folder: :mod:`._relocate`)."""
+    if not relocates(prepared):
+        return deps, {}
+    return relocated_dependencies(deps, prepared)
 
 
 def _metadata(
