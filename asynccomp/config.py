@@ -120,7 +120,7 @@ class EngineConfig:
     cache: bool = True
     cache_dir: str | os.PathLike[str] | Literal[False] | None = None
     memory_cache_bytes: int = 256 * 2**20
-    disk_cache_bytes: int = 4 * 2**30
+    disk_cache_bytes: int | None = None  # None: $ASYNCCOMP_CACHE_MAX_SIZE, the folder's, 4 GiB
     cache_failures: bool = False
     cost_model: CostModel | None = field(default=None, compare=False)
     split_compile: int = 0
@@ -154,6 +154,8 @@ class EngineConfig:
             set_(self, "cache_dir", Path(self.cache_dir))
         for name in ("memory_cache_bytes", "disk_cache_bytes"):
             value = getattr(self, name)
+            if value is None and name == "disk_cache_bytes":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidJob(name, value, "must be a number of bytes, 0 or more")
         _count("split_compile", self.split_compile, 0)

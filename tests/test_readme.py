@@ -121,3 +121,12 @@ def test_readme_commands_without_files_run(command: str, tmp_path: Path) -> None
             check=False,
         )
     assert done.returncode == 0, f"`{command}` exited {done.returncode}:\n{done.stderr}"
+
+
+def test_the_docs_send_no_one_to_files_they_do_not_have() -> None:
+    """The corpus the benchmarks read is the one ``benchmarks/generate_corpus.py``
+    writes: no document points to the developers' own ``../shared`` folder for it."""
+    for document in (README, README.parent / "benchmarks" / "RESULTS.md"):
+        text = document.read_text()
+        assert "../shared/corpus" not in text, document.name
+        assert "--corpus corpus" in text and "generate_corpus.py --out corpus" in text

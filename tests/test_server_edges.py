@@ -539,10 +539,8 @@ def test_the_command_line_says_where_jobs_ran_and_counts_the_servers_hits(
             asynccomp("cache", "stats", "--json", cache=cache, env=env, cwd=tmp_path).stdout
         )
         assert stats["server"]["pid"] == process.pid
-        assert (
-            stats["server"]["unsaved"]["memory_hits"] + stats["server"]["unsaved"]["disk_hits"] == 1
-        )
-        assert stats["disk_hits"] + stats["memory_hits"] >= 1
+        # The server's hit is in the totals (saved as its client left, or not yet).
+        assert stats["disk_hits"] + stats["memory_hits"] == 1
         doctor = asynccomp("doctor", "--json", cache=cache, env=env, cwd=tmp_path)
         facts = json.loads(doctor.stdout)["server"]
         assert facts["running"] and facts["settings"]["cache_dir"] == str(cache.resolve())

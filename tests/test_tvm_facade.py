@@ -456,3 +456,30 @@ def test_nvshmem_source_through_nvrtc() -> None:
     if asynccomp.gpu.local_gpu_arch() is None:
         with pytest.raises(RuntimeError, match=r"^Failed to initialize CUDA"):
             compile_cuda(NVSHMEM_KERNEL)
+
+
+def test_the_facade_says_which_compile_server_it_uses(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The facade's server (one per toolkit and server folder, started on first use) is
+    named, with its socket, by ``where()`` and in one INFO line as it starts."""
+    from asynccomp.server import server_paths
+
+    from .servers import server_folder, server_pid
+
+    with server_folder() as folder:
+        monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(folder))
+        monkeypatch.setenv("ASYNCCOMP_SERVER", "auto")
+        asynccomp.tvm.shutdown()
+        with caplog.at_level("INFO", logger="asynccomp.tvm"):
+            said = asynccomp.tvm.where()
+        paths = server_paths(folder)
+        pid = server_pid(paths)
+        assert said == f"on the compile server (pid {pid}), socket {paths.socket}"
+        assert [r.getMessage() for r in caplog.records if r.name == "asynccomp.tvm"] == [
+            f"asynccomp.tvm: compiling {said}"
+        ]
+        assert asynccomp.tvm.compile_cuda(scale_kernel(), arch="sm_90a")[:4] == ELF
+        asynccomp.tvm.shutdown()
+    monkeypatch.setenv("ASYNCCOMP_SERVER", "off")
+    assert asynccomp.tvm.where() == "in process"

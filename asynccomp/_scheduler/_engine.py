@@ -73,7 +73,9 @@ class Engine(EngineView):
             (:mod:`asynccomp.cache`); ``False`` compiles every job.
         cache_dir: the on-disk cache folder; ``None`` uses ``$ASYNCCOMP_CACHE_DIR`` or the
             user cache folder, ``False`` keeps the cache in memory only.
-        memory_cache_bytes, disk_cache_bytes: size bounds of the two tiers (LRU).
+        memory_cache_bytes, disk_cache_bytes: size bounds of the two tiers (LRU);
+            ``disk_cache_bytes=None`` takes ``$ASYNCCOMP_CACHE_MAX_SIZE``, else the cache
+            folder's setting (``asynccomp cache --max-size``), else 4 GiB.
         cache_failures: also cache compile errors (never timeouts or crashes).
         cost_model: compile-time estimates for longest-first dispatch (default: a fresh
             :class:`~asynccomp.cost.CostModel`; share one between engines to carry the
@@ -130,7 +132,7 @@ class Engine(EngineView):
         cache: bool = _DEFAULT.cache,
         cache_dir: str | os.PathLike[str] | Literal[False] | None = _DEFAULT.cache_dir,
         memory_cache_bytes: int = _DEFAULT.memory_cache_bytes,
-        disk_cache_bytes: int = _DEFAULT.disk_cache_bytes,
+        disk_cache_bytes: int | None = _DEFAULT.disk_cache_bytes,
         cache_failures: bool = _DEFAULT.cache_failures,
         cost_model: CostModel | None = _DEFAULT.cost_model,
         split_compile: int = _DEFAULT.split_compile,

@@ -30,6 +30,7 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
+from ..cache._relocate import base_dir_from_environment
 from ..cost import CostModel
 from ..errors import CompileTimeout
 from ..job import CompileJob
@@ -85,13 +86,15 @@ class Front:
     async def run(self, batch: Batch, jobs: Sequence[CompileJob]) -> None:
         """Take ``batch`` (made for ``jobs``) to its end; its results go to its sink.
         Cancelled, what is still queued or compiling for it is cancelled."""
+        # Read per batch, as the working folder is (a bad one: InvalidJob, nothing run).
+        base_dir = base_dir_from_environment()
         outlines, failed = self.planner.outline(jobs)
         self.tally.submitted += len(jobs)
         for index, result in failed:
             self.deliver(batch, index, result)
         if not outlines:
             return
-        call = _Call(self, batch, jobs)
+        call = _Call(self, batch, jobs, base_dir)
         wanted = batch.wanted or any(self.dumps.wants(jobs[o.index]) for o in outlines)
         async with anyio.create_task_group() as tg:
             call.task_group = tg
@@ -111,8 +114,11 @@ class Front:
 class _Call:
     """One batch on its way through the runner: the runner's events come here."""
 
-    def __init__(self, front: Front, batch: Batch, jobs: Sequence[CompileJob]) -> None:
+    def __init__(
+        self, front: Front, batch: Batch, jobs: Sequence[CompileJob], base_dir: str | None
+    ) -> None:
         self.front = front
+        self.base_dir = base_dir
         self.batch = batch
         self.jobs = jobs
         self.task_group: anyio.abc.TaskGroup | None = None
@@ -128,6 +134,7 @@ class _Call:
             cwd: str | None = str(Path.cwd())
         except OSError:  # the working folder was removed: relative paths mean nothing
             cwd = None
+        base_dir = self.base_dir
         for start in range(0, len(outlines), CHUNK):
             # Between chunks other tasks run, and a cancelled caller stops here.
             await anyio.lowlevel.checkpoint()
@@ -141,8 +148,11 @@ class _Call:
                     plan = internal_failure(job, None, exc)
                 if isinstance(plan, CompileResult):
                     front.deliver(self.batch, outline.index, plan)
-                else:
-                    chunk.append(plan)
+                    continue
+                if base_dir is not None and cwd is not None:
+                    prepared = replace(plan.prepared, base_dir=base_dir, cwd=cwd)
+                    plan = replace(plan, prepared=prepared)
+                chunk.append(plan)
             dumped = [p for p in chunk if p.dumps]
             if dumped:
                 opened = await anyio.to_thread.run_sync(self._open_folders, dumped)

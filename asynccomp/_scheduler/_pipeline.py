@@ -31,6 +31,7 @@ import time
 from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -38,10 +39,17 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ..backends import BackendOutput, CompilerBackend, PreparedCompile
+from ..backends._base import empty_folder
 from ..cache import CacheEntry
 from ..cache._deps import Dependency, include_dirs_of, scan_includes, snapshot
 from ..cache._remote import RemoteWriter
-from ..cache._results import RemoteVerdict, ResultCache, check_cost, has_dependencies
+from ..cache._results import (
+    RemoteVerdict,
+    ResultCache,
+    check_cost,
+    dependencies_as_kept,
+    has_dependencies,
+)
 from ..runner import Answer, CompileRequest, Outcome, RunEvents, Runner
 from ..toolkit import Toolkit
 from ._coalesce import Coalescer
@@ -49,6 +57,10 @@ from ._dispatch import Entry, SlotQueue
 from ._lookups import LOOKUP_LIMIT, Lookups
 
 __all__ = ("CHUNK", "Scheduler")
+
+#: A compile's dependencies as its cache entry keeps them, and what its metadata says
+#: of them (see ResultCache.remember).
+Kept = tuple[list[Dependency], dict[str, Any]]
 
 logger = logging.getLogger("asynccomp")
 
@@ -99,6 +111,15 @@ class _Item:
     @property
     def index(self) -> int:
         return self.request.index
+
+    @property
+    def flight(self) -> str | None:
+        """What identical compiles in flight share: the key, and with
+        ``$ASYNCCOMP_BASE_DIR`` the working folder too (one key, two trees: each reads
+        its own headers, which only the cache's dependency check compares)."""
+        if self.key is None or self.prepared.base_dir is None:
+            return self.key
+        return f"{self.key}\0{self.prepared.cwd}"
 
 
 class Scheduler(Runner):
@@ -274,7 +295,10 @@ class Scheduler(Runner):
         stale = 0
         if checks:
             fresh = await self.lookups.each(
-                "checks", _check(cache), [entries[i] for i in checks], deadline=deadline
+                "checks",
+                _check(cache),
+                [(entries[i], items[i].prepared.cwd) for i in checks],
+                deadline=deadline,
             )
             for i, verdict in zip(checks, fresh, strict=True):
                 if verdict is not True:  # stale (False), or not checked in time (None)
@@ -290,7 +314,12 @@ class Scheduler(Runner):
         # 3. The remote tier, for what is missing still.
         missing = [i for i, entry in enumerate(entries) if entry is None]
         if missing and cache.remote is not None:
-            remote = await self._remote(cache, [keys[i] for i in missing], deadline)
+            remote = await self._remote(
+                cache,
+                [keys[i] for i in missing],
+                [items[i].prepared.cwd for i in missing],
+                deadline,
+            )
             for i, entry in zip(missing, remote, strict=True):
                 entries[i] = entry
         cache.stats.add(misses=sum(entry is None for entry in entries))
@@ -303,7 +332,7 @@ class Scheduler(Runner):
                 item.call.end(item.index, Outcome(output, "cache", 0.0, filename))
 
     async def _remote(
-        self, cache: ResultCache, wanted: list[str], deadline: float
+        self, cache: ResultCache, wanted: list[str], cwds: list[str | None], deadline: float
     ) -> list[CacheEntry | None]:
         """The remote tier's verified entries for ``wanted``: the network under the
         chunk's deadline too (the store has short timeouts of its own), the
@@ -313,7 +342,7 @@ class Scheduler(Runner):
             blobs = await cache.remote_blobs(wanted)
         if not any(blob is not None for blob in blobs):
             return [None] * len(wanted)
-        pairs = list(zip(wanted, blobs, strict=True))
+        pairs = list(zip(wanted, blobs, cwds, strict=True))
         verdicts = await self.lookups.each(
             "checks", _verify_remote(cache), pairs, deadline=deadline
         )
@@ -322,7 +351,7 @@ class Scheduler(Runner):
 
     def _enqueue(self, item: _Item) -> None:
         """Follow an identical compile under way, or queue for a slot."""
-        if item.key is not None and self.coalescer.follow_or_lead(item.key, item):
+        if item.flight is not None and self.coalescer.follow_or_lead(item.flight, item):
             item.call.following[item.index] = item
             return
         entry = self.queues[item.prepared.backend].submit(item.priority, item)
@@ -332,8 +361,8 @@ class Scheduler(Runner):
     def _withdraw(self, call: _Call) -> None:
         """The call is over (done or cancelled): nothing of it may start any more."""
         for item in call.following.values():
-            assert item.key is not None
-            self.coalescer.leave(item.key, item)
+            assert item.flight is not None
+            self.coalescer.leave(item.flight, item)
         call.following.clear()
         entries = list(call.queued.values())
         call.queued.clear()
@@ -351,7 +380,7 @@ class Scheduler(Runner):
         item.call.task_group.start_soon(self._compile, item)
 
     async def _compile(self, item: _Item) -> None:
-        done: tuple[Outcome, list[Dependency] | None] | None = None
+        done: tuple[Outcome, Kept | None] | None = None
         try:
             done = await self._compile_one(item)
         except Exception as exc:  # a bug or an OS error of ours: this request's outcome only
@@ -363,7 +392,7 @@ class Scheduler(Runner):
                 self._hand_on(item)
         await self._complete(item, *done)
 
-    async def _compile_one(self, item: _Item) -> tuple[Outcome, list[Dependency] | None]:
+    async def _compile_one(self, item: _Item) -> tuple[Outcome, Kept | None]:
         """The request's outcome, and the files the compile read outside the toolkit
         (``None`` when they cannot be known for sure: the output is then not cached)."""
         prepared = item.prepared
@@ -376,7 +405,7 @@ class Scheduler(Runner):
         finally:
             self.running -= 1
         elapsed = time.monotonic() - started
-        deps: list[Dependency] | None = None
+        deps: Kept | None = None
         if self.cache is not None and out.status in ("ok", "failed"):
             deps = await anyio.to_thread.run_sync(self._dependencies, prepared, out, started_ns)
         return Outcome(
@@ -385,29 +414,37 @@ class Scheduler(Runner):
 
     def _dependencies(
         self, prepared: PreparedCompile, out: BackendOutput, started_ns: int
-    ) -> list[Dependency] | None:
-        """Blocking: the files the compile read outside the toolkit, as they are now."""
+    ) -> Kept | None:
+        """Blocking: the files the compile read outside the toolkit, as they are now, as
+        its cache entry keeps them (and what its metadata says of them)."""
         if out.dependencies is not None:  # the compiler said (nvcc)
             found = [d for d in out.dependencies if not _under(d, self._toolkit_roots)]
             absent: list[str] = []
         else:  # NVRTC cannot say: follow the includes
+            # From the folder NVRTC looks in first for a quoted include: its process's,
+            # which for a worker process is an empty one, not this process's.
+            backend = self.backends.get(prepared.backend)
+            threads = getattr(backend, "mode", "threads") != "processes"
             found, absent = scan_includes(
                 prepared.source.encode("utf-8", "surrogateescape"),
                 include_dirs_of(prepared.options),
                 self._toolkit_roots,
-                str(Path.cwd()),
+                str(Path.cwd()) if threads else empty_folder(),
             )
-        return snapshot(found, absent, not_before_ns=started_ns)
+        deps = snapshot(found, absent, not_before_ns=started_ns)
+        return None if deps is None else dependencies_as_kept(deps, prepared)
 
-    async def _complete(
-        self, leader: _Item, outcome: Outcome, deps: list[Dependency] | None
-    ) -> None:
+    async def _complete(self, leader: _Item, outcome: Outcome, kept: Kept | None) -> None:
         """End ``leader`` and the requests that waited for its compile; cache the output."""
         cache, key = self.cache, leader.key
         entry = None
-        if cache is not None and key is not None and deps is not None:
-            entry = cache.remember(key, leader.prepared, outcome.output, outcome.elapsed, deps)
-        followers = self.coalescer.finish(key, leader) if key is not None else []
+        if cache is not None and key is not None and kept is not None:
+            deps, extra = kept
+            entry = cache.remember(
+                key, leader.prepared, outcome.output, outcome.elapsed, deps, extra
+            )
+        flight = leader.flight
+        followers = self.coalescer.finish(flight, leader) if flight is not None else []
         leader.call.end(leader.index, outcome)
         shared = replace(outcome, answer="shared")
         for f in followers:
@@ -426,9 +463,9 @@ class Scheduler(Runner):
     def _hand_on(self, leader: _Item) -> None:
         """``leader`` will not compile after all: its followers queue again (the first
         becomes the new leader, the others follow it)."""
-        if leader.key is None:
+        if leader.flight is None:
             return
-        for f in self.coalescer.finish(leader.key, leader):
+        for f in self.coalescer.finish(leader.flight, leader):
             del f.call.following[f.index]
             self._enqueue(f)
 
@@ -440,18 +477,21 @@ def _read_disk(cache: ResultCache) -> Callable[[str, Callable[[], bool]], CacheE
     return lambda key, stopped: cache.read_disk(key)
 
 
-def _check(cache: ResultCache) -> Callable[[CacheEntry | None, Callable[[], bool]], bool]:
-    def check(entry: CacheEntry | None, stopped: Callable[[], bool]) -> bool:
+def _check(
+    cache: ResultCache,
+) -> Callable[[tuple[CacheEntry | None, str | None], Callable[[], bool]], bool]:
+    def check(pair: tuple[CacheEntry | None, str | None], stopped: Callable[[], bool]) -> bool:
+        entry, cwd = pair
         assert entry is not None
-        return cache.fresh(entry, stopped)
+        return cache.fresh(entry, stopped, cwd)
 
     return check
 
 
 def _verify_remote(
     cache: ResultCache,
-) -> Callable[[tuple[str, bytes | None], Callable[[], bool]], RemoteVerdict]:
-    return lambda pair, stopped: cache.verify_remote(pair[0], pair[1], stopped)
+) -> Callable[[tuple[str, bytes | None, str | None], Callable[[], bool]], RemoteVerdict]:
+    return lambda each, stopped: cache.verify_remote(each[0], each[1], stopped, each[2])
 
 
 def _internal(prepared: PreparedCompile, exc: BaseException, answer: Answer) -> Outcome:

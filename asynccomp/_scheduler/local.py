@@ -135,6 +135,7 @@ def default_backends(
 def _make_cache(config: EngineConfig, remote: RemoteCache | None) -> ResultCache | None:
     """Blocking: the engine's cache (``None`` when caching is off)."""
     from ..cache import default_cache_dir
+    from ..cache._settings import max_size
 
     if not config.cache:
         return None
@@ -142,10 +143,11 @@ def _make_cache(config: EngineConfig, remote: RemoteCache | None) -> ResultCache
         disk = None
     else:
         disk = default_cache_dir() if config.cache_dir is None else Path(config.cache_dir)
+    disk_bytes, _ = max_size(disk, config.disk_cache_bytes)
     return ResultCache(
         disk,
         memory_bytes=config.memory_cache_bytes,
-        disk_bytes=config.disk_cache_bytes,
+        disk_bytes=disk_bytes,
         cache_failures=config.cache_failures,
         remote=remote,
     )

@@ -213,6 +213,11 @@ class PreparedCompile:
     # The user's own source, when ``source`` is a faster rewrite of it (the TVM preamble
     # fast path): compiled instead if the rewrite fails, so diagnostics are the user's.
     fallback_source: str | None = None
+    # $ASYNCCOMP_BASE_DIR and the caller's working folder, when the base folder is set:
+    # the cache key hashes the paths under it relative to the working folder
+    # (asynccomp.cache._relocate). The compile itself uses the options as they are.
+    base_dir: str | None = None
+    cwd: str | None = None
 
     @property
     def binary_name(self) -> str:

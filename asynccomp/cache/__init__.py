@@ -17,7 +17,9 @@ options, the compiler's identity and a fingerprint of the include folders
   that fails authentication is a miss, never kept locally.
 
 Entries remember the headers a compile read from outside the toolkit, with their
-digests, and a hit whose headers changed is a miss (see :mod:`._deps`).
+digests, and a hit whose headers changed is a miss (see :mod:`._deps`). With
+``$ASYNCCOMP_BASE_DIR`` keys and headers under it are relative to the working folder
+(:mod:`._relocate`); the disk tier's size bound comes from :mod:`._settings`.
 
 Both are safe to use from several threads, and :class:`DiskCache` from several
 processes at once. The engine's side (keys from a prepared compile, results from

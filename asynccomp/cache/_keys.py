@@ -43,6 +43,7 @@ def cache_key(
     compiler_identity: str,
     include_identity: str,
     program_name: str = "",
+    relocated: bool = False,
 ) -> str:
     """The cache key of one compile: a sha256 hex digest (64 characters).
 
@@ -52,6 +53,8 @@ def cache_key(
     is rather than JSON-escaped: escaping a 100 KB kernel cost half a millisecond, most
     of a cache hit. Option order is kept: it can change what the compiler does.
     ``program_name`` is included because NVRTC writes it into diagnostics and debug info.
+    ``relocated``: the options name the paths under ``$ASYNCCOMP_BASE_DIR`` relative to
+    the working folder (such a key never equals one of absolute paths).
     """
     if isinstance(options, (str, bytes)):
         # A string is a Sequence[str] of characters: almost surely a caller's mistake.
@@ -70,6 +73,8 @@ def cache_key(
         include_identity,
         program_name,
     ]
+    if relocated:  # appended: the keys of everything else stay as they were
+        fields.append("relative to the working folder")
     # ensure_ascii escapes lone surrogates too, so any Python str encodes.
     header = json.dumps(fields, ensure_ascii=True, separators=(",", ":")).encode("ascii")
     digest = hashlib.sha256(header)

@@ -34,8 +34,8 @@ import json
 import os
 import threading
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -49,6 +49,7 @@ from ._disk import DiskCache, decode_entry
 from ._entry import CacheDirWarning, CacheEntry
 from ._keys import cache_key, include_identity
 from ._memory import MemoryCache
+from ._relocate import relocated_dependencies, relocated_options, rooted_dependencies
 from ._remote import RemoteCache, warn_forged
 
 __all__ = (
@@ -86,6 +87,17 @@ def name_reaches_output(prepared: PreparedCompile) -> bool:
         return True
     source = prepared.source
     return any(word in source for word in _NAME_IN_SOURCE)
+
+
+def relocates(prepared: PreparedCompile) -> bool:
+    """Whether the key hashes the paths under ``$ASYNCCOMP_BASE_DIR`` relative to the
+    working folder (:mod:`._relocate`): the base folder is set and no path can reach
+    the output through the options or the source."""
+    return (
+        prepared.base_dir is not None
+        and prepared.cwd is not None
+        and not name_reaches_output(prepared)
+    )
 
 
 def _unnamed(prepared: PreparedCompile) -> tuple[str, ...]:
@@ -131,6 +143,8 @@ class CacheStats:
     remote_errors: int = 0
     forged: int = 0  # remote entries that failed authentication (counted as misses too)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # What :meth:`save` has added to the folder's totals already.
+    _saved: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
         with self._lock:
@@ -140,6 +154,15 @@ class CacheStats:
     def as_dict(self) -> dict[str, int]:
         with self._lock:
             return {f.name: getattr(self, f.name) for f in fields(self) if f.name[0] != "_"}
+
+    def unsaved(self) -> dict[str, int]:
+        """The counts not added to the folder's totals yet."""
+        with self._lock:
+            return {
+                f.name: getattr(self, f.name) - self._saved.get(f.name, 0)
+                for f in fields(self)
+                if f.name[0] != "_"
+            }
 
     @staticmethod
     def load(root: Path) -> dict[str, int]:
@@ -156,23 +179,45 @@ class CacheStats:
         return totals
 
     def save(self, root: Path) -> None:
-        """Add these counts to the cache folder's totals (under a lock: processes share
-        the folder)."""
-        counts = self.as_dict()
+        """Add the counts not saved yet to the cache folder's totals (as ccache's stats
+        files: under a lock, replaced atomically, so every process using the folder, a
+        compile server and in-process engines alike, adds to the same totals). Called
+        again, it adds only what was counted since."""
+        counts = self.unsaved()
         if not any(counts.values()):
             return
-        with contextlib.suppress(OSError):
-            fd = os.open(root / f"{STATS_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                totals = self.load(root)
+        with contextlib.suppress(OSError), stats_lock(root):
+            totals = self.load(root)
+            for name, value in counts.items():
+                totals[name] += value
+            _write_totals(root, totals)
+            with self._lock:
                 for name, value in counts.items():
-                    totals[name] += value
-                tmp = root / f".{STATS_FILE}.{os.getpid()}.tmp"
-                tmp.write_text(json.dumps(totals, indent=2) + "\n")
-                tmp.replace(root / STATS_FILE)
-            finally:
-                os.close(fd)
+                    self._saved[name] = self._saved.get(name, 0) + value
+
+    @staticmethod
+    def zero(root: Path) -> None:
+        """Reset the cache folder's totals (``asynccomp cache --zero-stats``)."""
+        with stats_lock(root):
+            _write_totals(root, CacheStats().as_dict())
+
+
+@contextlib.contextmanager
+def stats_lock(root: Path) -> Iterator[None]:
+    """The stats file's lock, held (processes share the folder)."""
+    fd = os.open(root / f"{STATS_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _write_totals(root: Path, totals: dict[str, int]) -> None:
+    """Replace the stats file at once: a reader sees the old totals or the new ones."""
+    tmp = root / f".{STATS_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp.write_text(json.dumps(totals, indent=2) + "\n")
+    tmp.replace(root / STATS_FILE)
 
 
 class RemoteVerdict(NamedTuple):
@@ -224,15 +269,18 @@ class ResultCache:
         if ident is None:
             ident = self._identities[prepared.backend] = key_identity(prepared.backend, toolkit)
         named = name_reaches_output(prepared)
+        relocated = relocates(prepared)
+        options = relocated_options(prepared) if relocated else prepared.options
         return cache_key(
             source=prepared.source,
             backend=prepared.backend,
             output=prepared.output,
             arch=prepared.arch,
-            options=prepared.options if named else _unnamed(prepared),
+            options=options if named else _unnamed(replace(prepared, options=options)),
             compiler_identity=ident[0],
             include_identity=ident[1],
             program_name=prepared.filename if named else "",
+            relocated=relocated,
         )
 
     # -- lookups -------------------------------------------------------------------------
@@ -247,11 +295,14 @@ class ResultCache:
         return None if self.disk is None else self.disk.get(key)
 
     @staticmethod
-    def fresh(entry: CacheEntry, stopped: Callable[[], bool] | None = None) -> bool:
+    def fresh(
+        entry: CacheEntry, stopped: Callable[[], bool] | None = None, cwd: str | None = None
+    ) -> bool:
         """Blocking: whether ``entry``'s dependencies are as recorded (see
         :func:`~asynccomp.cache._deps.dependencies_changed`; raises its ``Stopped``
-        once ``stopped()`` is true)."""
-        return not _stale(entry, stopped)
+        once ``stopped()`` is true), for a lookup from the working folder ``cwd`` (where
+        a relocatable entry's dependencies are: :mod:`._relocate`)."""
+        return not _stale(entry, stopped, cwd)
 
     def count_local(self, *, memory_hits: int = 0, disk_hits: int = 0, stale: int = 0) -> None:
         """Count what the local tiers answered (a disk hit is also kept in memory by
@@ -300,7 +351,11 @@ class ResultCache:
         return blobs
 
     def verify_remote(
-        self, key: str, blob: bytes | None, stopped: Callable[[], bool] | None = None
+        self,
+        key: str,
+        blob: bytes | None,
+        stopped: Callable[[], bool] | None = None,
+        cwd: str | None = None,
     ) -> RemoteVerdict:
         """Blocking: what the remote tier's ``blob`` for ``key`` is worth: an entry that
         was sealed with the team's key, decodes as a disk entry does and whose
@@ -315,7 +370,7 @@ class ResultCache:
             remote.refuse(key)  # not asked for again for a while
             return RemoteVerdict(None, True)
         entry = decode_entry(key, data)
-        if entry is None or not self.fresh(entry, stopped):
+        if entry is None or not self.fresh(entry, stopped, cwd):
             return RemoteVerdict(None, False)
         self.keep(key, entry)
         if self.disk is not None:
@@ -367,13 +422,14 @@ class ResultCache:
         output: BackendOutput,
         elapsed: float,
         deps: Sequence[Dependency],
+        extra: dict[str, Any] | None = None,
     ) -> CacheEntry | None:
         """Keep a compile's output in memory; returns the entry the other tiers should
         get (``None`` when it is not to be cached). Only the compiler's own verdict on
         the input is kept: a binary, or (with ``cache_failures``) a rejected source;
         never a timeout, a crash, an empty output or a failure of asynccomp's own
         (a compiler that could not start, a full disk), which may not happen again."""
-        metadata = _metadata(prepared, elapsed, deps)
+        metadata = {**_metadata(prepared, elapsed, deps), **(extra or {})}
         if output.status == "ok":
             assert output.binary is not None
             entry = CacheEntry(output.binary, output.log, metadata)
@@ -412,7 +468,9 @@ def check_cost(entry: CacheEntry | None) -> int:
     )
 
 
-def _stale(entry: CacheEntry, stopped: Callable[[], bool] | None = None) -> bool:
+def _stale(
+    entry: CacheEntry, stopped: Callable[[], bool] | None = None, cwd: str | None = None
+) -> bool:
     recorded = entry.metadata.get("deps")
     if not recorded:
         return False
@@ -420,7 +478,18 @@ def _stale(entry: CacheEntry, stopped: Callable[[], bool] | None = None) -> bool
         deps = [Dependency.from_json(d) for d in recorded]
     except (TypeError, ValueError):
         return True  # unreadable: not to be trusted
-    return dependencies_changed(deps, stopped)
+    rooted = rooted_dependencies(deps, entry.metadata, cwd)
+    return rooted is None or dependencies_changed(rooted, stopped)
+
+
+def dependencies_as_kept(
+    deps: list[Dependency], prepared: PreparedCompile
+) -> tuple[list[Dependency], dict[str, Any]]:
+    """Blocking: the dependencies as the entry records them, and what its metadata says
+    of them (relocatable, or bound to a working folder: :mod:`._relocate`)."""
+    if not relocates(prepared):
+        return deps, {}
+    return relocated_dependencies(deps, prepared)
 
 
 def _metadata(

@@ -24,6 +24,8 @@ from ..cache import (
     remote_cache_from_url,
 )
 from ..cache._remote import redacted_url
+from ..cache._results import stats_lock
+from ..cache._settings import MAX_SIZE_ENV, max_size, parse_size, store_max_size
 from ..errors import AsyncCompError
 
 DESCRIPTION = """\
@@ -36,6 +38,13 @@ the team's key in $ASYNCCOMP_REMOTE_CACHE_KEY or $ASYNCCOMP_REMOTE_CACHE_KEY_FIL
   asynccomp cache verify     read and check every entry, remove the bad ones
   asynccomp cache clear      remove every entry
   asynccomp cache path       print the folder
+  asynccomp cache -z         zero the statistics (ccache -z, sccache --zero-stats)
+  asynccomp cache -M 5G      keep at most 5 GB on disk (ccache -M; 5GiB: 5 x 2^30),
+                             stored in the folder; $ASYNCCOMP_CACHE_MAX_SIZE overrides it,
+                             and Engine(disk_cache_bytes=...) overrides both
+
+The statistics are the folder's totals: every engine and compile server that caches
+there adds its counts (a server when each client leaves and when it stops).
 """
 
 
@@ -46,7 +55,17 @@ def add_parser(sub: Any) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("action", choices=("stats", "verify", "clear", "path"))
+    p.add_argument("action", nargs="?", choices=("stats", "verify", "clear", "path"))
+    p.add_argument(
+        "-z", "--zero-stats", action="store_true", help="zero the statistics (hits, misses...)"
+    )
+    p.add_argument(
+        "-M",
+        "--max-size",
+        default=None,
+        metavar="SIZE",
+        help="keep at most SIZE on disk (5G, 500M, 5GiB), stored in the cache folder",
+    )
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR", help="the folder")
     p.add_argument("--json", action="store_true", help="stats and verify: JSON on stdout")
     p.set_defaults(run=run)
@@ -54,6 +73,13 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     root = args.cache_dir if args.cache_dir is not None else default_cache_dir()
+    try:
+        size = None if args.max_size is None else parse_size(args.max_size, "--max-size")
+    except ValueError as exc:
+        print(f"asynccomp: error: {exc}", file=sys.stderr)
+        return 2
+    if args.action is None and not args.zero_stats and size is None:
+        args.action = "stats"
     if args.action == "path":
         print(root)
         return 0
@@ -62,6 +88,16 @@ def run(args: argparse.Namespace) -> int:
     except AsyncCompError as exc:
         print(f"asynccomp: error: {exc}", file=sys.stderr)
         return 1
+    if args.zero_stats:
+        CacheStats.zero(disk.root)
+        print(f"statistics zeroed in {disk.directory}")
+    if size is not None:
+        store_max_size(disk.root, size)
+        print(f"max size {size / 1e9:g} GB ({size} bytes) stored in {disk.directory}")
+        if os.environ.get(MAX_SIZE_ENV, "").strip():
+            print(f"asynccomp: warning: ${MAX_SIZE_ENV} is set and overrides it", file=sys.stderr)
+    if args.action is None:
+        return 0
     if args.action == "clear":
         removed = disk.clear()
         (root / "stats.json").unlink(missing_ok=True)
@@ -81,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _server_counts(root: Path) -> tuple[dict[str, int], int | None]:
     """What a running compile server that caches in ``root`` has counted and not saved
-    yet (it adds its counts to the folder's totals when it stops), and its pid."""
+    yet (it adds its counts to the folder's totals as each client leaves and when it
+    stops), and its pid."""
     from ..server import status
 
     try:
@@ -89,7 +126,7 @@ def _server_counts(root: Path) -> tuple[dict[str, int], int | None]:
     except AsyncCompError:
         return {}, None
     settings = found.get("settings") or {}
-    counts = found.get("cache_stats")
+    counts = found.get("cache_stats_unsaved")
     if not isinstance(counts, dict) or settings.get("cache_dir") != str(root):
         return {}, None
     pid = found.get("pid")
@@ -129,8 +166,12 @@ def _remote_state() -> dict[str, Any] | None:
 
 def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
     entries, size = disk.count()
-    totals = CacheStats.load(root)
-    live, server_pid = _server_counts(disk.root.resolve())
+    with stats_lock(disk.root):
+        # Under the lock a server saving its counts waits: what it has not saved is in
+        # its status, what it has is in the file, never both or neither.
+        totals = CacheStats.load(root)
+        live, server_pid = _server_counts(disk.root.resolve())
+    max_bytes, max_from = max_size(disk.root, None)
     for name, value in live.items():
         if name in totals:
             totals[name] += value
@@ -142,7 +183,8 @@ def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
         "format": CACHE_FORMAT_VERSION,
         "entries": entries,
         "bytes": size,
-        "max_bytes": disk.max_bytes,
+        "max_bytes": max_bytes,
+        "max_bytes_from": max_from,
         **totals,
         "hit_rate": round(hits / lookups, 4) if lookups else None,
         "remote": remote,
@@ -155,7 +197,7 @@ def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
     lines = [
         f"folder           {report['folder']}",
         f"entries          {entries}",
-        f"size             {size / 2**20:.1f} MiB of {disk.max_bytes / 2**30:g} GiB",
+        f"size             {size / 2**20:.1f} MiB of {max_bytes / 2**30:g} GiB ({max_from})",
         f"hits             {hits} of {lookups} lookups ({rate})",
         f"  memory         {totals['memory_hits']}",
         f"  disk           {totals['disk_hits']}",
@@ -167,7 +209,8 @@ def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
     if server_pid is not None:
         served = sum(live.get(k, 0) for k in ("memory_hits", "disk_hits", "remote_hits"))
         lines.append(
-            f"server           pid {server_pid}: {served} of the hits (running, not saved yet)"
+            f"server           pid {server_pid}: {served} of the hits (clients connected, "
+            "not saved yet)"
         )
     if remote is None:
         lines.append(f"remote           none (set {REMOTE_CACHE_ENV}=redis://host:6379/0)")

@@ -53,6 +53,7 @@ class CompileRun:
         self.unwritten = False  # --json could not be written: exit status 1
         self.display: Display | None = None
         self.where = engine.where
+        self.deduplicated = 0
 
     def _output_name(self, result: CompileResult) -> str | None:
         """The file ``--out`` gets for this result (named after its job), if any."""
@@ -90,6 +91,9 @@ class CompileRun:
                 tg.cancel_scope.cancel()
             versions = engine.compiler_versions
             self.where = engine.where
+            # Counted by this client for its own jobs, wherever they ran (a compile
+            # server tells each job's answer).
+            self.deduplicated = engine.statistics().deduplicated
         wall = time.monotonic() - started
         display.close("asynccomp: interrupted" if self.interrupted else "")
         return self._report(wall, versions)
@@ -120,7 +124,13 @@ class CompileRun:
             done = {id(r.job) for r in results}
             unfinished = [job for job in self.jobs if id(job) not in done]
             rows = records(
-                results, self.finished_at, unfinished, self.paths, self._output_name, versions
+                results,
+                self.finished_at,
+                unfinished,
+                self.paths,
+                self._output_name,
+                versions,
+                self.where,
             )
             if self.args.json == "-":
                 sys.stdout.write(json.dumps(rows, indent=2) + "\n")
@@ -135,7 +145,16 @@ class CompileRun:
                 else:
                     if note is not None:
                         print(f"asynccomp: note: {note}", file=sys.stderr)
-        print(summary(results, wall, total=len(self.jobs), where=self.where), file=self.out)
+        print(
+            summary(
+                results,
+                wall,
+                total=len(self.jobs),
+                where=self.where,
+                deduplicated=self.deduplicated,
+            ),
+            file=self.out,
+        )
         if self.skipped:
             print(
                 f"{plural(self.skipped, 'input')} skipped (named above, not compiled)",

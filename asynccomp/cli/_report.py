@@ -39,9 +39,11 @@ def records(
     paths: dict[CompileJob, Path],
     out_name: Any,
     versions: dict[str, str | None],
+    where: str = "",
 ) -> list[dict[str, Any]]:
     """One JSON record per job: the finished ones (with the compiler's log, its warning
-    count and the time each finished), then those an interrupt left unfinished."""
+    count, the time each finished and ``where`` the run's compiles ran), then those an
+    interrupt left unfinished."""
     rows = []
     for r in results:
         row = result_record(r, folder=r.dump_dir, binary_name=out_name(r), versions=versions)
@@ -50,6 +52,7 @@ def records(
             log=r.log,
             warnings_count=count_warnings(r.log),
             finished_at=_stamp(finished_at.get(id(r), time.time())),
+            where=where,
         )
         rows.append(row)
     for job in unfinished:
@@ -76,11 +79,12 @@ def summary(
     *,
     total: int,
     where: str = "",
+    deduplicated: int = 0,
     slowest: int = 5,
 ) -> str:
-    """The end-of-run report: counts, wall and summed compile time (and ``where`` the
-    compiles ran), the slowest jobs and the most registers and spills any kernel
-    needed."""
+    """The end-of-run report: counts (``deduplicated``: jobs answered by an identical
+    job's compile), wall and summed compile time (and ``where`` the compiles ran), the
+    slowest jobs and the most registers and spills any kernel needed."""
     failed = [r for r in results if not r.ok]
     timed_out = sum(isinstance(r.error, CompileTimeout) for r in failed)
     cached = sum(r.cached for r in results if r.ok)
@@ -88,8 +92,11 @@ def summary(
     compile_time = sum(r.elapsed for r in compiled)
     succeeded = len(results) - len(failed)
     warned = sum(count_warnings(r.log) > 0 for r in results)
-    head = f"{plural(total, 'job')}: {succeeded} succeeded ({succeeded - cached} compiled, "
-    head += f"{cached} from the cache), {len(failed)} failed"
+    shared = min(deduplicated, succeeded - cached)
+    head = f"{plural(total, 'job')}: {succeeded} succeeded "
+    head += f"({succeeded - cached - shared} compiled, {cached} from the cache"
+    head += f", {shared} deduplicated), " if shared else "), "
+    head += f"{len(failed)} failed"
     if timed_out:
         head += f" ({timed_out} timed out)"
     if len(results) < total:

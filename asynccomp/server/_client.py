@@ -141,7 +141,9 @@ class ServerClient(Runner):
 
     @property
     def where(self) -> str:  # type: ignore[override]
-        return f"on the compile server (pid {self.welcome.pid})"
+        here = f"on the compile server (pid {self.welcome.pid})"
+        there = self.welcome.settings.get("where")  # "on Ray at HOST:PORT" when it is
+        return f"{here}, {there}" if isinstance(there, str) and there.startswith("on Ray") else here
 
     @property
     def server_pid(self) -> int | None:

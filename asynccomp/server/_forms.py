@@ -57,6 +57,8 @@ def spec_of(request: CompileRequest) -> tuple[JobSpec, list[bytes]]:
         timeout=p.timeout,
         keep_dir=p.keep_dir,
         fallback=p.fallback_source is not None,
+        base_dir=p.base_dir,
+        cwd=p.cwd,
     )
     blobs = [p.source.encode("utf-8", "surrogateescape")]
     if p.fallback_source is not None:
@@ -80,6 +82,8 @@ def prepared_of(spec: JobSpec, blobs: Sequence[bytes]) -> CompileRequest:
         timeout=spec.timeout,
         keep_dir=spec.keep_dir,
         fallback_source=_text(blobs[1]) if spec.fallback else None,
+        base_dir=spec.base_dir,
+        cwd=spec.cwd,
     )
     return CompileRequest(spec.index, prepared, spec.estimate)
 

@@ -73,7 +73,7 @@ __all__ = (
 
 #: Bumped when a message changes shape; a client and a server of different protocols
 #: refuse each other, naming both versions.
-PROTOCOL = 2
+PROTOCOL = 3
 
 
 # -- requests (client -> server) -----------------------------------------------------------
@@ -111,6 +111,8 @@ class JobSpec:
     timeout: float | None
     keep_dir: str | None
     fallback: bool
+    base_dir: str | None  # $ASYNCCOMP_BASE_DIR and the caller's working folder (both
+    cwd: str | None  # or neither): the cache key's paths under it are relative
 
 
 @dataclass(frozen=True)

@@ -306,3 +306,8 @@ def check_compile(prepared: PreparedCompile, backends: Mapping[str, Any], toolki
         raise ValueError(f"{what}: timeout {prepared.timeout}")
     if prepared.keep_dir is not None and not Path(prepared.keep_dir).is_absolute():
         raise ValueError(f"{what}: keep_dir {prepared.keep_dir!r} is not absolute")
+    if (prepared.base_dir is None) != (prepared.cwd is None) or any(
+        folder is not None and not Path(folder).is_absolute()
+        for folder in (prepared.base_dir, prepared.cwd)
+    ):
+        raise ValueError(f"{what}: base_dir and cwd must be two absolute folders, or neither")

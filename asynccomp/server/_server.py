@@ -210,6 +210,11 @@ class Server:
                     await self._stop.wait()
                     await self._say_closing()
                     serving.cancel_scope.cancel()
+                # Shielded, and before the background tasks are cancelled (as an engine
+                # closes): closing the engine saves its cache counts to the folder's
+                # totals, which a cancelled close would lose.
+                with anyio.CancelScope(shield=True):
+                    await stack.aclose()
                 background.cancel_scope.cancel()
         finally:
             self._retire()
@@ -226,6 +231,13 @@ class Server:
             self._sessions.discard(session)
             if not self._sessions:
                 self._idle_since = time.monotonic()
+            # What this client's jobs counted goes into the cache folder's totals now,
+            # as an engine's does when it closes (``asynccomp cache stats``,
+            # ``--zero-stats``), not only when the server stops.
+            cache = None if self._local is None else self._local.cache
+            if cache is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(cache.save_stats)
 
     async def _watch_signals(self) -> None:
         try:
@@ -321,6 +333,7 @@ class Server:
             "slots": None if local is None else dict(local.scheduler.slots()),
             "nvrtc_mode": self._mode,
             "executor": "ray" if local is not None and local.on_cluster else "local",
+            "where": None if local is None else local.scheduler.where,
         }
 
     def status(self, asking: object = None) -> dict[str, Any]:
@@ -353,6 +366,7 @@ class Server:
             "executor": "ray" if local.on_cluster else "local",
             "statistics": asdict(stats),
             "cache_stats": None if cache is None else cache.stats.as_dict(),
+            "cache_stats_unsaved": None if cache is None else cache.stats.unsaved(),
             "settings": self.settings(),
             "toolkit": self.toolkit.compiler_versions,
         }

@@ -53,6 +53,7 @@ from ._facade import (
     register,
     shutdown,
     tvm_callback_cuda_compile,
+    where,
 )
 from ._render import make_job
 
@@ -66,4 +67,5 @@ __all__ = (
     "register",
     "shutdown",
     "tvm_callback_cuda_compile",
+    "where",
 )

@@ -29,6 +29,7 @@ __all__ = (
     "register",
     "shutdown",
     "tvm_callback_cuda_compile",
+    "where",
 )
 
 #: The tvm-ffi global function TVM's CUDA module calls.
@@ -54,6 +55,12 @@ def engine() -> SyncEngine:
     """The process-wide engine the facade compiles on (started if needed), e.g. to read
     its counters: ``asynccomp.tvm.engine().statistics().cache_hits``."""
     return _runtime.engine()
+
+
+def where() -> str:
+    """Where the facade compiles (started if needed): ``"on the compile server (pid N),
+    socket PATH"`` or ``"in process"``; also logged (``asynccomp.tvm``, INFO) at start."""
+    return _runtime.where()
 
 
 def shutdown() -> None:

@@ -34,9 +34,11 @@ nvcc slots, the in-flight dedupe and the cache.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 import warnings
+from pathlib import Path
 
 from ..cache import REMOTE_CACHE_ENV, remote_cache_from_environment
 from ..errors import AsyncCompWarning, EngineClosed, InvalidJob, ServerError
@@ -52,7 +54,10 @@ __all__ = (
     "fast_path_from_environment",
     "server_from_environment",
     "shutdown",
+    "where",
 )
+
+logger = logging.getLogger("asynccomp.tvm")
 
 #: ``0``/``false``/``no``/``off`` compiles TVM sources as given (byte-identical to TVM);
 #: unset or ``1``/``true``/``yes``/``on`` uses the preamble fast path (identical SASS).
@@ -90,6 +95,7 @@ class _Runtime:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.engine: SyncEngine | None = None
+        self.where = "not started"
 
 
 _runtime = _Runtime()
@@ -106,8 +112,33 @@ def engine() -> SyncEngine:
     with runtime.lock:
         if runtime.engine is None:
             # Jobs carry the fast path and dump root; the engine's own defaults stay.
-            runtime.engine = _start(server_from_environment())
+            server = server_from_environment()
+            runtime.engine = _start(server)
+            runtime.where = _where(runtime.engine, server)
+            # Said once per process: which server (each toolkit and server folder has
+            # its own, started on first use) or that it compiles in this process.
+            logger.info("asynccomp.tvm: compiling %s", runtime.where)
         return runtime.engine
+
+
+def where() -> str:
+    """Where the facade compiles, starting its engine if it is not running: ``"on the
+    compile server (pid N), socket PATH"`` (the one this user, toolkit and
+    ``$ASYNCCOMP_SERVER_DIR`` share; ``asynccomp serve --status`` shows it) or ``"in
+    process"``. The facade also logs it (logger ``asynccomp.tvm``, INFO) as it starts."""
+    engine()
+    return _runtime.where
+
+
+def _where(started: SyncEngine, server: str | None) -> str:
+    said = started.where
+    if not said.startswith("on the compile server"):
+        return said
+    if server == "auto":
+        from ..server import server_paths
+
+        return f"{said}, socket {server_paths().socket}"
+    return f"{said}, socket {Path(server or '')}"
 
 
 def _start(server: str | None) -> SyncEngine:

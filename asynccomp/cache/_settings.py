@@ -1,0 +1,86 @@
+"""The disk cache's size bound, as ccache's ``max_size``: from the caller, the
+environment or the folder's own setting.
+
+Precedence: ``Engine(disk_cache_bytes=...)`` (or ``asynccomp serve``'s engine's), else
+``$ASYNCCOMP_CACHE_MAX_SIZE``, else what ``asynccomp cache --max-size`` stored in the
+cache folder (``settings.json``, as ``ccache -M`` writes ``ccache.conf``), else 4 GiB.
+Sizes are written as ccache writes them: ``5G`` (10^9), ``5GiB`` or ``5Gi`` (2^30),
+``500M``, ``800K``, or bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from pathlib import Path
+
+from ..errors import InvalidJob
+
+__all__ = (
+    "DEFAULT_MAX_SIZE",
+    "MAX_SIZE_ENV",
+    "SETTINGS_FILE",
+    "max_size",
+    "parse_size",
+    "store_max_size",
+)
+
+#: The environment variable that sets the disk cache's size bound.
+MAX_SIZE_ENV = "ASYNCCOMP_CACHE_MAX_SIZE"
+#: The bound when nothing sets one.
+DEFAULT_MAX_SIZE = 4 * 2**30
+#: The cache folder's settings file.
+SETTINGS_FILE = "settings.json"
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?", re.IGNORECASE)
+_POWERS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4}
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """Bytes of a size such as ``5G``, ``512MiB`` or ``1000000``; :class:`InvalidJob`
+    naming ``what`` for anything else."""
+    found = _SIZE.fullmatch(text.strip())
+    if found is None:
+        raise InvalidJob(what, text, "expected a size such as 5G, 512MiB or 1000000 (bytes)")
+    number, unit, binary = found.groups()
+    base = 1024 if binary else 1000
+    return int(float(number) * base ** _POWERS[unit.upper()])
+
+
+def _stored(root: Path) -> int | None:
+    try:
+        value = json.loads((root / SETTINGS_FILE).read_text()).get("max_size")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def max_size(root: Path | None, given: int | None) -> tuple[int, str]:
+    """Blocking (it may read the folder's settings): the disk cache's bound in bytes,
+    and where it came from (for ``asynccomp cache stats``)."""
+    if given is not None:
+        return given, "set by the caller"
+    env = os.environ.get(MAX_SIZE_ENV, "").strip()
+    if env:
+        return parse_size(env, MAX_SIZE_ENV), f"${MAX_SIZE_ENV}"
+    stored = None if root is None else _stored(root)
+    if stored is not None:
+        return stored, f"{SETTINGS_FILE} in the cache folder"
+    return DEFAULT_MAX_SIZE, "the default"
+
+
+def store_max_size(root: Path, size: int) -> None:
+    """Keep ``size`` as the folder's bound (replaced at once: readers see one or the
+    other)."""
+    path = root / SETTINGS_FILE
+    settings: dict[str, object] = {}
+    with contextlib.suppress(OSError, ValueError):
+        loaded = json.loads(path.read_text())
+        if isinstance(loaded, dict):
+            settings = loaded
+    settings["max_size"] = size
+    tmp = root / f".{SETTINGS_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(settings, indent=2) + "\n")
+    tmp.replace(path)

@@ -1,0 +1,195 @@
+"""``$ASYNCCOMP_BASE_DIR`` (ccache's ``base_dir``): the same sources and headers compiled
+from a copy of a tree, or from another working folder, are a cache hit, with real NVRTC
+on real folders, in process, on a compile server and from the command line; and never
+when the headers differ there, or when the binary can name a path."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asynccomp import CompileJob, CompileResult, Engine, InvalidJob
+
+from .kernels import ARCH
+from .servers import running_server, server_folder
+from .test_cli import asynccomp
+
+SOURCE = (
+    '#include "local.h"\n'
+    '#include "sub.h"\n'
+    'extern "C" __global__ void k(int* x) { x[threadIdx.x] = LOCAL * 100 + SUB; }\n'
+)
+
+
+def _tree(root: Path, local: int = 1, sub: int = 2, extra: str = "") -> Path:
+    """A project: ``k.cu`` (SOURCE), ``local.h`` next to it, ``inc/sub.h``."""
+    (root / "inc").mkdir(parents=True)
+    (root / "k.cu").write_text(SOURCE)
+    (root / "local.h").write_text(f"#define LOCAL {local}\n{extra}")
+    (root / "inc" / "sub.h").write_text(f"#define SUB {sub}\n")
+    return root
+
+
+@pytest.fixture
+def trees(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
+    """The base folder and two copies of one tree under it."""
+    base = tmp_path / "base"
+    first = _tree(base / "alice" / "proj")
+    second = base / "bob" / "work" / "proj"
+    shutil.copytree(first, second.parent / "proj")
+    yield base, first, second
+
+
+async def _compile_in(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, **engine: Any
+) -> CompileResult:
+    """``SOURCE`` with ``-Iinc`` compiled from ``folder`` (a quoted include: the working
+    folder joins the include chain), on an engine of its own sharing the cache."""
+    monkeypatch.chdir(folder)
+    async with Engine(arch=ARCH, **engine) as e:
+        result = await e.compile(CompileJob(SOURCE, name="k", options=["-Iinc"]))
+    assert result.ok, result.log
+    return result
+
+
+async def test_a_copy_of_the_tree_hits_with_a_base_dir_and_only_then(
+    trees: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, first, second = trees
+    cache = tmp_path / "cache"
+    monkeypatch.delenv("ASYNCCOMP_BASE_DIR", raising=False)
+    assert not (await _compile_in(first, monkeypatch, cache_dir=cache)).cached
+    # Without a base folder the paths differ, and so do the keys.
+    assert not (await _compile_in(second, monkeypatch, cache_dir=cache)).cached
+
+    monkeypatch.setenv("ASYNCCOMP_BASE_DIR", str(base))
+    made = await _compile_in(first, monkeypatch, cache_dir=cache)
+    assert not made.cached
+    hit = await _compile_in(second, monkeypatch, cache_dir=cache)
+    assert hit.cached
+    # The binary names no path: the hit is what compiling there gives.
+    fresh = await _compile_in(second, monkeypatch, cache=False)
+    assert hit.binary == fresh.binary == made.binary
+
+    # A header that differs in the copy is a miss, and the copy's own binary.
+    (second / "inc" / "sub.h").write_text("#define SUB 7\n")
+    changed = await _compile_in(second, monkeypatch, cache_dir=cache)
+    assert not changed.cached
+    assert changed.binary == (await _compile_in(second, monkeypatch, cache=False)).binary
+    assert changed.binary != made.binary
+    # ... and the first tree, unchanged, still gets its own.
+    back = await _compile_in(first, monkeypatch, cache_dir=cache)
+    assert back.binary == made.binary
+
+
+async def test_a_header_found_in_another_place_of_the_copy_is_a_miss(
+    trees: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``local.h`` appearing in the copy's ``inc/``, which is searched before the
+    working folder where the first tree's was found: the same key, another header read,
+    a miss."""
+    base, first, second = trees
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ASYNCCOMP_BASE_DIR", str(base))
+    made = await _compile_in(first, monkeypatch, cache_dir=cache)
+    (second / "inc" / "local.h").write_text("#define LOCAL 9\n")
+    other = await _compile_in(second, monkeypatch, cache_dir=cache)
+    assert not other.cached and other.binary != made.binary
+
+
+async def test_no_hit_from_elsewhere_when_the_binary_can_name_a_path(
+    trees: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Line info (``-lineinfo``) and a header that spells ``__FILE__`` (or ``assert``,
+    which does) keep the entry where it was made."""
+    base, first, second = trees
+    monkeypatch.setenv("ASYNCCOMP_BASE_DIR", str(base))
+    cache = tmp_path / "cache"
+    for folder in (first, second):
+        monkeypatch.chdir(folder)
+        async with Engine(arch=ARCH, cache_dir=cache) as engine:
+            job = CompileJob(SOURCE, name="k", options=["-Iinc", "-lineinfo"])
+            result = await engine.compile(job)
+        assert result.ok and not result.cached
+
+    naming = tmp_path / "naming"
+    # The header puts its own path into the binary (a device string): a copy's binary
+    # differs, so an entry made in one tree must not answer the other.
+    one = _tree(base / "carol" / "proj", extra="__device__ const char* here = __FILE__;\n")
+    two = base / "dave" / "proj"
+    shutil.copytree(one, two)
+    made = await _compile_in(one, monkeypatch, cache_dir=naming)
+    assert not made.cached and made.binary is not None and str(one).encode() in made.binary
+    there = await _compile_in(two, monkeypatch, cache_dir=naming)
+    assert not there.cached and there.binary is not None and str(two).encode() in there.binary
+    # From where it was made (the last compile replaced the first's entry), a hit.
+    again = await _compile_in(two, monkeypatch, cache_dir=naming)
+    assert again.cached and again.binary == there.binary
+
+
+async def test_a_relative_base_dir_is_an_invalid_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASYNCCOMP_BASE_DIR", "relative/folder")
+    monkeypatch.chdir(tmp_path)
+    async with Engine(arch=ARCH, cache_dir=tmp_path / "cache") as engine:
+        with pytest.raises(InvalidJob, match="ASYNCCOMP_BASE_DIR"):
+            await engine.compile(CompileJob(SOURCE, name="k"))
+
+
+@pytest.mark.parametrize("where", ["in process", "on a compile server"])
+def test_the_command_line_hits_from_a_copy_of_the_tree(
+    trees: tuple[Path, Path, Path], tmp_path: Path, where: str
+) -> None:
+    base, first, second = trees
+    cache = tmp_path / "cache"
+    env = {"ASYNCCOMP_BASE_DIR": str(base)}
+    with server_folder() as folder:
+        env["ASYNCCOMP_SERVER_DIR"] = str(folder)
+        flags = ["--no-server"] if where == "in process" else ["--server"]
+        runs = []
+        server = (
+            contextlib.nullcontext()
+            if where == "in process"
+            else running_server(folder, "--cache-dir", str(cache))
+        )
+        with server:
+            for tree in (first, second):
+                done = asynccomp(
+                    "compile",
+                    "k.cu",
+                    "--arch",
+                    ARCH,
+                    *flags,
+                    "--",
+                    "-Iinc",
+                    cache=cache,
+                    env=env,
+                    cwd=tree,
+                )
+                assert done.returncode == 0, done.stderr
+                runs.append(done.stdout)
+    assert "0 from the cache" in runs[0]
+    assert "1 job: 1 succeeded (0 compiled, 1 from the cache)" in runs[1]
+
+
+async def test_a_header_appearing_where_nvrtc_looks_first_is_a_miss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NVRTC worker processes look for a quoted include in their own (empty) folder,
+    then along ``-I``: ``inc/local.h`` appearing after the working folder's was cached
+    is what the next compile reads, so the entry is stale (the scan used to look in the
+    engine's working folder first, as NVRTC in threads does, and missed it)."""
+    monkeypatch.delenv("ASYNCCOMP_BASE_DIR", raising=False)
+    tree = _tree(tmp_path / "proj")
+    cache = tmp_path / "cache"
+    made = await _compile_in(tree, monkeypatch, cache_dir=cache, nvrtc_mode="processes")
+    (tree / "inc" / "local.h").write_text("#define LOCAL 9\n")
+    after = await _compile_in(tree, monkeypatch, cache_dir=cache, nvrtc_mode="processes")
+    fresh = await _compile_in(tree, monkeypatch, cache=False, nvrtc_mode="processes")
+    assert not after.cached and after.binary == fresh.binary != made.binary
