@@ -185,6 +185,7 @@ async def test_a_remote_hit_on_another_machine(tmp_path: Path, redis_server: Red
         compiled = await a.compile(job)
     assert compiled.ok and not compiled.cached
     assert any(k.startswith(b"asynccomp:") for k in redis_server.stored_keys())
+    assert a.cache is not None and a.cache.stats.as_dict()["remote_stores"] == 1  # counted
     # "Another machine": an empty local cache, the same remote.
     async with Engine(arch=ARCH, cache_dir=tmp_path / "b", remote_cache=redis_server.url) as b:
         hit = await b.compile(job)

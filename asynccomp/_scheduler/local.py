@@ -100,7 +100,10 @@ async def start_local(
             backends, actors, where = started
             slots = dict.fromkeys(backends, actors)
             shared_slots = on_cluster = True  # an actor runs either compiler
-    writer = RemoteWriter(cache.remote) if cache is not None and cache.remote is not None else None
+    writer = None
+    if cache is not None and cache.remote is not None:
+        stats = cache.stats
+        writer = RemoteWriter(cache.remote, stored=lambda: stats.add(remote_stores=1))
     scheduler = Scheduler(
         toolkit=toolkit,
         backends=backends,

@@ -36,7 +36,7 @@ import re
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -177,19 +177,20 @@ class RemoteCache(abc.ABC):
         answers = dict(zip(asked, found, strict=True))
         return [answers.get(key) for key in keys]
 
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: bytes) -> bool:
         """Store ``data`` (a sealed entry: :meth:`RemoteAuth.seal`) under ``key``;
-        never raises."""
+        whether it was stored (never raises)."""
         if len(data) > self.max_entry_bytes or not self.available:
             self.skipped += 1
-            return
+            return False
         try:
             await self._put(key, data)
         except Exception as exc:
             self._failed("a write", exc)
-            return
+            return False
         with self._bad_lock:
             self._bad.pop(key, None)  # a genuine entry is there now
+        return True
 
     @abc.abstractmethod
     async def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
@@ -218,8 +219,16 @@ class RemoteWriter:
     waits for the network. A full queue drops the write (the entry is in the local
     tiers; the remote gets it next time); closing gives the queue ``drain`` seconds."""
 
-    def __init__(self, remote: RemoteCache, *, queue: int = 1024, drain: float = 5.0) -> None:
+    def __init__(
+        self,
+        remote: RemoteCache,
+        *,
+        queue: int = 1024,
+        drain: float = 5.0,
+        stored: Callable[[], None] | None = None,
+    ) -> None:
         self.remote = remote
+        self.stored = stored  # told of each entry the store took (the cache's counts)
         self.drain = drain
         self.dropped = 0
         self.written = 0
@@ -244,7 +253,8 @@ class RemoteWriter:
             async with self._receive:
                 async for key, entry in self._receive:
                     data = await anyio.to_thread.run_sync(self._sealed, key, entry)
-                    await self.remote.put(key, data)
+                    if await self.remote.put(key, data) and self.stored is not None:
+                        self.stored()
                     self.written += 1
         finally:
             self._done.set()
