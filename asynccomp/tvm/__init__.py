@@ -54,9 +54,11 @@ from ._facade import (
     shutdown,
     tvm_callback_cuda_compile,
 )
+from ._ms_builder import Builder
 from ._render import make_job
 
 __all__ = (
+    "Builder",
     "CALLBACK_NAME",
     "FAST_PATH_ENV",
     "compile_cuda",
