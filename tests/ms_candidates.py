@@ -105,3 +105,12 @@ def gated_build(mod: Any, target: Any, params: Any) -> Any:
     while not (gate / "open").exists():
         time.sleep(0.05)
     return default_build(mod, target, params)
+
+
+def hang(marker: str) -> None:
+    """A task that never ends, once it has written its worker's pid to ``marker``."""
+    import os
+    import time
+
+    Path(marker).write_text(str(os.getpid()))
+    time.sleep(3600)

@@ -219,26 +219,33 @@ def test_a_failing_initializer_is_a_typed_error() -> None:
 
 _ORPHAN = """
 import sys, asynccomp.tvm
+from tests.ms_candidates import hang
 b = asynccomp.tvm.Builder(max_workers=2, register=False)
 b.pool.wait_ready()
 print(*b.pool.pids(), flush=True)
-sys.stdin.read()
+b.pool.map(hang, [(sys.argv[1],)])
 """
 
 
-def test_workers_die_with_the_tuning_process() -> None:
-    """SIGKILL of the process that made the builder (no cleanup of its own runs): the
-    workers notice through their pidfd and end their groups."""
-    owner = subprocess.Popen(
-        [sys.executable, "-c", _ORPHAN], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        assert owner.stdout is not None
-        pids = [int(pid) for pid in owner.stdout.readline().split()]
-        assert len(pids) == 2 and not _gone(pids)
-    finally:
-        owner.kill()
-        owner.wait()
+def test_workers_die_with_the_tuning_process(tmp_path: Path) -> None:
+    """SIGKILL of the process that made the builder (no cleanup of its own runs) while a
+    worker is busy (an idle one would see its pipe close): the workers notice through
+    their pidfd and end their groups."""
+    marker = tmp_path / "busy"
+    with subprocess.Popen(
+        [sys.executable, "-c", _ORPHAN, str(marker)], stdout=subprocess.PIPE
+    ) as owner:
+        try:
+            assert owner.stdout is not None
+            pids = [int(pid) for pid in owner.stdout.readline().split()]
+            assert len(pids) == 2 and not _gone(pids)
+            deadline = time.monotonic() + START
+            while not marker.exists() or not marker.read_text():
+                assert time.monotonic() < deadline, "the task never started"
+                time.sleep(0.05)
+            assert int(marker.read_text()) in pids
+        finally:
+            owner.kill()
     deadline = time.monotonic() + 60
     while not _gone(pids):
         assert time.monotonic() < deadline, "workers outlived their builder's process"
