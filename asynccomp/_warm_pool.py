@@ -212,8 +212,12 @@ class WarmPool:
         results_read, results_write = os.pipe()
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "asynccomp._warm_worker"]
-                + [str(tasks_read), str(results_write), str(os.getpid())],
+                [
+                    sys.executable,
+                    "-m",
+                    "asynccomp._warm_worker",
+                    *(str(arg) for arg in (tasks_read, results_write, os.getpid())),
+                ],
                 pass_fds=(tasks_read, results_write),
                 start_new_session=True,
             )
@@ -282,10 +286,10 @@ class WarmPool:
             failed_starts = self._poll(wait, results, failed_starts)
             now = time.monotonic()
             for worker in list(self._workers.values()):
-                if worker.state is _State.BUSY and self._timeout is not None:
-                    if now >= worker.deadline and worker.task is not None:
-                        results[worker.task] = TaskResult("timeout", None)
-                        self._replace(worker, "timeout")
+                timed_out = self._timeout is not None and now >= worker.deadline
+                if worker.state is _State.BUSY and timed_out and worker.task is not None:
+                    results[worker.task] = TaskResult("timeout", None)
+                    self._replace(worker, "timeout")
         return [result for result in results if result is not None]
 
     def _send(

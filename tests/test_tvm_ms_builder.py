@@ -20,10 +20,10 @@ import pytest
 pytest.importorskip("tvm")
 pytest.importorskip("cloudpickle")
 
-import asynccomp.tvm  # noqa: E402
+import asynccomp.tvm
 
-from .ms_candidates import cuda_source, gated_build, saved_candidates  # noqa: E402
-from .servers import server_folder  # noqa: E402
+from .ms_candidates import cuda_source, gated_build, saved_candidates
+from .servers import server_folder
 
 pytestmark = pytest.mark.tvm
 
@@ -98,7 +98,7 @@ def test_same_artifacts_as_local_builder_and_warm_across_batches(server: Path) -
     assert _gone(pids)
     local = ms.builder.LocalBuilder(max_workers=2, initializer=asynccomp.tvm.register)
     theirs = _ok(local.build(inputs))
-    for ours, again, reference in zip(first, second, theirs):
+    for ours, again, reference in zip(first, second, theirs, strict=True):
         assert cuda_source(ours) == cuda_source(again) == cuda_source(reference)
         # The artifact the runner loads: the same files, byte for byte.
         assert _members(ours) == _members(reference)
@@ -111,9 +111,7 @@ def _members(artifact: str) -> dict[str, bytes]:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
 
 
-def test_a_killed_worker_fails_only_its_candidate_and_is_replaced(
-    server: Path, gate: Path
-) -> None:
+def test_a_killed_worker_fails_only_its_candidate_and_is_replaced(server: Path, gate: Path) -> None:
     inputs = saved_candidates()[:3]
     builder = asynccomp.tvm.Builder(max_workers=2, f_build=gated_build)
     try:
@@ -212,7 +210,7 @@ def test_a_failing_initializer_is_a_typed_error() -> None:
     pids = builder.pool.pids()
     # Raised in build(), it reaches the caller through TVM's FFI, which keeps its message
     # and its RuntimeError base (WorkerStartFailed is one) but not its class.
-    with pytest.raises(RuntimeError, match="WorkerStartFailed|no such toolkit here"):
+    with pytest.raises(RuntimeError, match="no such toolkit here"):
         builder.build(saved_candidates()[:1])
     assert _gone(pids)
 
