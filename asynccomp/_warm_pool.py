@@ -248,11 +248,12 @@ class WarmPool:
         if not self._closed:
             self._spawn()
 
-    def _release(self) -> None:
+    def _release(self, timer: list[threading.Timer]) -> None:
         with self._lock:
-            self._idle_timer = None
-            if self._closed:
+            # A timer that fired while a batch held the lock is no longer the pool's.
+            if self._closed or self._idle_timer is not timer[0]:
                 return
+            self._idle_timer = None
             for worker in list(self._workers.values()):
                 self._counts["released"] += 1
                 self._drop(worker)
@@ -264,7 +265,9 @@ class WarmPool:
 
     def _start_idle_timer(self) -> None:
         if self._idle_release is not None:
-            self._idle_timer = threading.Timer(self._idle_release, self._release)
+            holder: list[threading.Timer] = []
+            holder.append(threading.Timer(self._idle_release, self._release, (holder,)))
+            self._idle_timer = holder[0]
             self._idle_timer.daemon = True
             self._idle_timer.start()
 
@@ -278,7 +281,9 @@ class WarmPool:
             for worker in [w for w in self._workers.values() if w.state is _State.IDLE]:
                 if not queue:
                     break
-                self._send(worker, queue.popleft(), payloads, results)
+                task = queue.popleft()
+                if not self._send(worker, task, payloads[task]):
+                    queue.appendleft(task)  # it died idle: the task never started
             busy = [w.deadline for w in self._workers.values() if w.state is _State.BUSY]
             wait = None
             if busy and self._timeout is not None:
@@ -292,20 +297,21 @@ class WarmPool:
                     self._replace(worker, "timeout")
         return [result for result in results if result is not None]
 
-    def _send(
-        self, worker: _Worker, task: int, payloads: list[bytes], results: list[TaskResult | None]
-    ) -> None:
+    def _send(self, worker: _Worker, task: int, payload: bytes) -> bool:
+        """Hand ``task`` to an idle worker; ``False`` if it turns out to be dead."""
         worker.state, worker.task = _State.BUSY, task
         # The worker is idle and reads at once: a payload larger than the pipe's buffer
         # only blocks until it has read it.
         worker.deadline = time.monotonic() + (self._timeout or 0.0)
         try:
-            view = memoryview(payloads[task])
+            view = memoryview(payload)
             while view:
                 view = view[os.write(worker.tasks, view) :]
         except OSError:
-            results[task] = TaskResult("crashed", None)
+            worker.task = None
             self._replace(worker, "crashed")
+            return False
+        return True
 
     def _poll(
         self, wait: float | None, results: list[TaskResult | None], failed_starts: int = 0

@@ -36,15 +36,26 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
+def _rss_mib(pid: int) -> float:
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).memory_info().rss) / 2**20
+    except psutil.NoSuchProcess:
+        return 0.0
+
+
 def run(name: str, builder: Any, inputs: list[Any], batches: int) -> dict[str, Any]:
     from tests.ms_candidates import cuda_source
 
-    times, sources, lost = [], [], 0
+    times, sources, rss, lost = [], [], [], 0
     for _ in range(batches):
         started = time.perf_counter()
         results = builder.build(inputs)
         times.append(round(time.perf_counter() - started, 3))
         lost += sum(r.error_msg is not None for r in results)
+        if hasattr(builder, "pool"):  # the warm workers' resident memory, summed
+            rss.append(round(sum(_rss_mib(pid) for pid in builder.pool.pids()), 1))
         sources.append([None if r.error_msg else cuda_source(r.artifact_path) for r in results])
         print(f"{name}: batch {len(times)} {times[-1]} s, lost {lost}", flush=True)
     later = times[1:] or times
@@ -53,6 +64,7 @@ def run(name: str, builder: Any, inputs: list[Any], batches: int) -> dict[str, A
         "first": times[0],
         "later_median": statistics.median(later),
         "lost": lost,
+        "workers_rss_mib": rss,
         "sources": sources,
     }
 
@@ -64,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fresh", type=int, default=0, help="sample N new candidates")
     parser.add_argument("--size", type=int, default=128, help="matmul size with --fresh")
     parser.add_argument("--tvm", action="store_true", help="also plain LocalBuilder")
+    parser.add_argument("--warm-only", action="store_true", help="skip LocalBuilder")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
 
@@ -80,6 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["warm_made"] = round(time.perf_counter() - started, 3)
     report["warm"] = run("warm", warm, inputs, args.batches)
     warm.close()
+    if args.warm_only:
+        report["warm"].pop("sources")
+        print(json.dumps(report))
+        asynccomp.tvm.shutdown()
+        return 0
     local = ms.builder.LocalBuilder(max_workers=args.workers, initializer=asynccomp.tvm.register)
     report["local"] = run("local", local, inputs, args.batches)
     if args.tvm:
