@@ -225,10 +225,12 @@ b.pool.map(hang, [(sys.argv[1],)])
 """
 
 
-def test_workers_die_with_the_tuning_process(tmp_path: Path) -> None:
-    """SIGKILL of the process that made the builder (no cleanup of its own runs) while a
-    worker is busy (an idle one would see its pipe close): the workers notice through
-    their pidfd and end their groups."""
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT])
+def test_workers_die_with_the_tuning_process(tmp_path: Path, signum: int) -> None:
+    """The process that made the builder killed (SIGKILL: no cleanup of its own runs, the
+    workers notice through their pidfd and end their groups) or interrupted (Ctrl-C: the
+    builder kills its workers) while a worker is busy (an idle one would see its pipe
+    close): nothing is left."""
     marker = tmp_path / "busy"
     with subprocess.Popen(
         [sys.executable, "-c", _ORPHAN, str(marker)], stdout=subprocess.PIPE
@@ -242,6 +244,8 @@ def test_workers_die_with_the_tuning_process(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, "the task never started"
                 time.sleep(0.05)
             assert int(marker.read_text()) in pids
+            owner.send_signal(signum)
+            assert owner.wait(60) != 0
         finally:
             owner.kill()
     deadline = time.monotonic() + 60
