@@ -39,6 +39,7 @@ from .errors import (
     ServerLost,
     ToolkitNotFound,
     WorkerCrashed,
+    WorkerStartFailed,
 )
 from .job import CompileJob
 from .ptxas import KernelResources
@@ -74,5 +75,6 @@ __all__ = (
     "Toolkit",
     "ToolkitNotFound",
     "WorkerCrashed",
+    "WorkerStartFailed",
     "find_toolkit",
 )

@@ -14,6 +14,8 @@ One tree, so ``except AsyncCompError`` catches everything this library means to 
     ├── ClusterError (also a RuntimeError)  the Ray cluster cannot be used (Ray not
     │                                       installed, unreachable, no CPU, no node with
     │                                       this process's toolkit)
+    ├── WorkerStartFailed (a RuntimeError)  asynccomp.tvm.Builder's warm workers cannot
+    │                                       start (their initializer raised)
     └── CompileError                        a job produced no binary (kept in ``result.error``)
         ├── CompileTimeout                  the job ran past its ``timeout`` and was stopped
         ├── ToolkitNotFound                 the compiler it needs is not installed
@@ -64,6 +66,7 @@ __all__ = (
     "ServerLost",
     "ToolkitNotFound",
     "WorkerCrashed",
+    "WorkerStartFailed",
 )
 
 E = TypeVar("E", bound="CompileError")
@@ -185,6 +188,11 @@ class InternalError(CompileError):
     exception (an ``OSError``, or a ``subprocess.CalledProcessError`` naming the tool a
     signal killed); such a failure is never cached. The other jobs of the batch are not
     affected."""
+
+
+class WorkerStartFailed(AsyncCompError, RuntimeError):
+    """Warm worker processes (``asynccomp.tvm.Builder``'s) cannot start: their
+    initializer raised (the message holds its traceback) or they keep exiting first."""
 
 
 class AsyncCompWarning(UserWarning):

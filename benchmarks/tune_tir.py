@@ -7,12 +7,15 @@ line asynccomp asks of a TVM user is the builder's initializer::
 
     LocalBuilder(max_workers=16, initializer=asynccomp.tvm.register)
 
-with which every builder worker (a fresh process per batch) compiles through this
-user's compile server. ``LocalBuilder.build`` is timed per batch; a candidate whose
-build passed the timeout is counted from its ``LocalBuilder: Timeout`` error.
+with which every builder worker (a fresh process per batch) compiles through this user's
+compile server; ``--callback warm`` uses ``asynccomp.tvm.Builder(max_workers=16)`` instead
+(warm workers made before tuning starts, living across batches). ``LocalBuilder.build``
+is timed per batch; a candidate whose build passed the timeout is counted from its
+``LocalBuilder: Timeout`` error.
 
     python benchmarks/tune_tir.py --callback tvm --trials 64 --workers 16
     python benchmarks/tune_tir.py --callback asynccomp --trials 64 --workers 16
+    python benchmarks/tune_tir.py --callback warm --trials 64 --workers 16
 
 On a machine without a GPU TVM only emits CUDA source (no compile, every run fails),
 which still checks that a tuning session runs unchanged with the line.
@@ -83,7 +86,12 @@ def traced_build(mod: Any, target: Any, params: Any) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--callback", choices=("tvm", "asynccomp"), required=True)
+    parser.add_argument(
+        "--callback",
+        choices=("tvm", "asynccomp", "warm"),
+        required=True,
+        help="warm: asynccomp.tvm.Builder (warm workers) instead of LocalBuilder",
+    )
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--size", type=int, default=1024)
@@ -100,12 +108,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     batches: list[dict[str, Any]] = []
     # LocalBuilder is TVM's derived-object wrapper; its Python class is ``_cls``.
-    builder_class = getattr(LocalBuilder, "_cls", LocalBuilder)
+    wrapper = LocalBuilder
+    if args.callback == "warm":
+        from asynccomp.tvm._ms_builder import _builder_class
+
+        wrapper = _builder_class()
+    builder_class = getattr(wrapper, "_cls", wrapper)
     original = builder_class.build
 
     def timed_build(self: Any, build_inputs: list[Any]) -> list[Any]:
         started = time.perf_counter()
-        results = original(self, build_inputs)
+        results: list[Any] = original(self, build_inputs)
         errors = [r.error_msg for r in results if r.error_msg]
         batches.append(
             {
@@ -123,7 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     initializer = asynccomp.tvm.register if args.callback == "asynccomp" else None
     trace = Path(tempfile.mkdtemp()) / "builds.jsonl"
     os.environ["TUNE_TRACE"] = str(trace)
-    builder = LocalBuilder(
+    # The warm builder is made first, as a user makes it: its workers start importing TVM
+    # while MetaSchedule generates its design spaces.
+    builder = (asynccomp.tvm.Builder if args.callback == "warm" else LocalBuilder)(
         max_workers=args.workers,
         timeout_sec=args.timeout,
         initializer=initializer,

@@ -55,9 +55,11 @@ from ._facade import (
     tvm_callback_cuda_compile,
     where,
 )
+from ._ms_builder import Builder
 from ._render import make_job
 
 __all__ = (
+    "Builder",
     "CALLBACK_NAME",
     "FAST_PATH_ENV",
     "compile_cuda",

@@ -1,0 +1,365 @@
+"""Warm worker processes that outlive a batch: :class:`WarmPool`.
+
+What MetaSchedule's ``LocalBuilder`` lacks (a fresh ``PopenPoolExecutor`` per batch, each
+worker importing TVM and its tensor intrinsics inside its first candidate's timeout), kept
+generic so that any facade with a slow import can use it:
+
+- workers (:mod:`asynccomp._warm_worker`, spawned interpreters, each the leader of a
+  session of its own) start when the pool is made and run the initializers once;
+- a task goes only to a worker that is ready, and its deadline starts when it is sent: a
+  task's timeout counts its own run, never queueing or a worker's start-up;
+- a worker that passes its deadline is killed with its group, one that crashes is reaped;
+  only its task fails, and a replacement starts at once, ahead of the next task;
+- a worker is recycled after ``max_uses`` tasks or once its resident memory passes
+  ``max_rss`` bytes (TVM's popen workers leak, apache/tvm#11096), a replacement started
+  as it goes;
+- with no task for ``idle_release`` seconds every worker ends; the next :meth:`map`
+  starts them again;
+- :meth:`close`, an exception (Ctrl-C included) out of :meth:`map`, the pool's garbage
+  collection or the interpreter's exit kill every worker's group, and each worker kills
+  its own group if the pool's process dies first.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import enum
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from ._warm_worker import frame
+from .errors import WorkerStartFailed
+
+Outcome = Literal["done", "error", "timeout", "crashed"]
+
+# A worker that ends before it is ready this many times in a row (with no worker ready
+# in between) means the initializers cannot run here: say so rather than respawn forever.
+_START_ATTEMPTS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskResult:
+    """What became of one task: ``value`` is its return value (``done``), the worker's
+    traceback (``error``), or ``None`` (``timeout``, ``crashed``)."""
+
+    outcome: Outcome
+    value: Any
+
+
+class _State(enum.Enum):
+    STARTING = "starting"
+    IDLE = "idle"
+    BUSY = "busy"
+
+
+@dataclasses.dataclass(eq=False)
+class _Worker:
+    process: subprocess.Popen[bytes]
+    tasks: int  # fd: the pool writes tasks here
+    results: int  # fd: the pool reads results here
+    state: _State = _State.STARTING
+    uses: int = 0
+    task: int | None = None
+    deadline: float = 0.0
+    buffer: bytearray = dataclasses.field(default_factory=bytearray)
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolStatistics:
+    started: int  # workers started over the pool's life
+    timed_out: int
+    crashed: int
+    recycled: int
+    released: int  # workers ended by idle release
+    alive: int
+
+
+def _kill(worker: _Worker) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(worker.process.pid, signal.SIGKILL)
+    worker.process.wait()
+    for fd in (worker.tasks, worker.results):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _kill_all(workers: dict[int, _Worker]) -> None:
+    for worker in list(workers.values()):
+        _kill(worker)
+    workers.clear()
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class WarmPool:
+    """``workers`` warm processes running ``(fn, args)`` tasks; see the module's docstring.
+
+    ``initializers`` and every task's function and arguments travel by cloudpickle, so
+    functions of importable modules go by name. ``timeout`` is each task's own limit in
+    seconds (``None``: none), ``max_uses`` and ``max_rss`` recycle a worker (``None``:
+    never), ``idle_release`` ends idle workers after that many seconds (``None``: never).
+    """
+
+    def __init__(
+        self,
+        workers: int,
+        initializers: Sequence[Callable[[], object]] = (),
+        *,
+        timeout: float | None = None,
+        max_uses: int | None = None,
+        max_rss: int | None = None,
+        idle_release: float | None = None,
+    ) -> None:
+        import cloudpickle
+
+        if workers < 1:
+            raise ValueError(f"a warm pool needs at least one worker, not {workers}")
+        self._size = workers
+        self._init = frame(cloudpickle.dumps(list(initializers)))
+        self._timeout = timeout
+        self._max_uses = max_uses
+        self._max_rss = max_rss
+        self._idle_release = idle_release
+        self._lock = threading.RLock()
+        self._workers: dict[int, _Worker] = {}  # by results fd
+        self._selector = selectors.DefaultSelector()
+        self._idle_timer: threading.Timer | None = None
+        self._closed = False
+        self._counts = collections.Counter[str]()
+        self._finalizer = weakref.finalize(self, _kill_all, self._workers)
+        self._fill()
+
+    # -- the public calls ------------------------------------------------------------
+
+    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> list[TaskResult]:
+        """Run ``fn(*args)`` for every ``args`` on the warm workers; results in order."""
+        import cloudpickle
+
+        payloads = [frame(cloudpickle.dumps((fn, args))) for args in tasks]
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this warm pool is closed")
+            self._cancel_idle_timer()
+            try:
+                self._fill()
+                results = self._run(payloads)
+            except BaseException:
+                self.close()
+                raise
+            self._start_idle_timer()
+            return results
+
+    def pids(self) -> list[int]:
+        """The process ids of the workers alive now, ready or starting."""
+        with self._lock:
+            return [worker.process.pid for worker in self._workers.values()]
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until every worker is ready (``False`` if ``timeout`` passes first)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while any(w.state is _State.STARTING for w in self._workers.values()):
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._poll(left, [])
+            return True
+
+    def statistics(self) -> PoolStatistics:
+        with self._lock:
+            return PoolStatistics(
+                started=self._counts["started"],
+                timed_out=self._counts["timeout"],
+                crashed=self._counts["crashed"],
+                recycled=self._counts["recycled"],
+                released=self._counts["released"],
+                alive=len(self._workers),
+            )
+
+    def close(self) -> None:
+        """Kill every worker (idempotent)."""
+        with self._lock:
+            self._closed = True
+            self._cancel_idle_timer()
+            for worker in list(self._workers.values()):
+                self._drop(worker)
+            self._selector.close()
+
+    # -- workers ----------------------------------------------------------------------
+
+    def _fill(self) -> None:
+        while len(self._workers) < self._size:
+            self._spawn()
+
+    def _spawn(self) -> None:
+        tasks_read, tasks_write = os.pipe()
+        results_read, results_write = os.pipe()
+        try:
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "asynccomp._warm_worker",
+                    *(str(arg) for arg in (tasks_read, results_write, os.getpid())),
+                ],
+                pass_fds=(tasks_read, results_write),
+                start_new_session=True,
+            )
+        except BaseException:
+            for fd in (tasks_read, tasks_write, results_read, results_write):
+                os.close(fd)
+            raise
+        os.close(tasks_read)
+        os.close(results_write)
+        os.set_blocking(results_read, False)
+        worker = _Worker(process, tasks_write, results_read)
+        self._workers[results_read] = worker
+        self._selector.register(results_read, selectors.EVENT_READ, worker)
+        self._counts["started"] += 1
+        try:
+            os.write(tasks_write, self._init)  # small: fits the pipe, never blocks
+        except OSError:
+            pass  # it died already: its end of file tells the same
+
+    def _drop(self, worker: _Worker) -> None:
+        self._selector.unregister(worker.results)
+        del self._workers[worker.results]
+        _kill(worker)
+
+    def _replace(self, worker: _Worker, why: str) -> None:
+        self._counts[why] += 1
+        self._drop(worker)
+        if not self._closed:
+            self._spawn()
+
+    def _release(self, timer: list[threading.Timer]) -> None:
+        with self._lock:
+            # A timer that fired while a batch held the lock is no longer the pool's.
+            if self._closed or self._idle_timer is not timer[0]:
+                return
+            self._idle_timer = None
+            for worker in list(self._workers.values()):
+                self._counts["released"] += 1
+                self._drop(worker)
+
+    def _cancel_idle_timer(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    def _start_idle_timer(self) -> None:
+        if self._idle_release is not None:
+            holder: list[threading.Timer] = []
+            holder.append(threading.Timer(self._idle_release, self._release, (holder,)))
+            self._idle_timer = holder[0]
+            self._idle_timer.daemon = True
+            self._idle_timer.start()
+
+    # -- running tasks ----------------------------------------------------------------
+
+    def _run(self, payloads: list[bytes]) -> list[TaskResult]:
+        results: list[TaskResult | None] = [None] * len(payloads)
+        queue = collections.deque(range(len(payloads)))
+        failed_starts = 0
+        while queue or any(w.state is _State.BUSY for w in self._workers.values()):
+            for worker in [w for w in self._workers.values() if w.state is _State.IDLE]:
+                if not queue:
+                    break
+                task = queue.popleft()
+                if not self._send(worker, task, payloads[task]):
+                    queue.appendleft(task)  # it died idle: the task never started
+            busy = [w.deadline for w in self._workers.values() if w.state is _State.BUSY]
+            wait = None
+            if busy and self._timeout is not None:
+                wait = max(0.0, min(busy) - time.monotonic())
+            failed_starts = self._poll(wait, results, failed_starts)
+            now = time.monotonic()
+            for worker in list(self._workers.values()):
+                timed_out = self._timeout is not None and now >= worker.deadline
+                if worker.state is _State.BUSY and timed_out and worker.task is not None:
+                    results[worker.task] = TaskResult("timeout", None)
+                    self._replace(worker, "timeout")
+        return [result for result in results if result is not None]
+
+    def _send(self, worker: _Worker, task: int, payload: bytes) -> bool:
+        """Hand ``task`` to an idle worker; ``False`` if it turns out to be dead."""
+        worker.state, worker.task = _State.BUSY, task
+        # The worker is idle and reads at once: a payload larger than the pipe's buffer
+        # only blocks until it has read it.
+        worker.deadline = time.monotonic() + (self._timeout or 0.0)
+        try:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(worker.tasks, view) :]
+        except OSError:
+            worker.task = None
+            self._replace(worker, "crashed")
+            return False
+        return True
+
+    def _poll(
+        self, wait: float | None, results: list[TaskResult | None], failed_starts: int = 0
+    ) -> int:
+        import cloudpickle
+
+        for key, _ in self._selector.select(wait):
+            worker: _Worker = key.data
+            try:
+                chunk = os.read(worker.results, 1 << 20)
+            except BlockingIOError:
+                continue
+            except OSError:
+                chunk = b""
+            if not chunk:  # it ended
+                if worker.state is _State.STARTING:
+                    failed_starts += 1
+                    if failed_starts >= _START_ATTEMPTS:
+                        self._drop(worker)
+                        raise WorkerStartFailed(
+                            f"warm workers exit before they are ready (status "
+                            f"{worker.process.returncode}); see their standard error"
+                        )
+                if worker.task is not None:
+                    results[worker.task] = TaskResult("crashed", None)
+                self._replace(worker, "crashed")
+                continue
+            worker.buffer += chunk
+            while len(worker.buffer) >= 8:
+                size = int.from_bytes(worker.buffer[:8], "little")
+                if len(worker.buffer) < 8 + size:
+                    break
+                kind, value = cloudpickle.loads(bytes(worker.buffer[8 : 8 + size]))
+                del worker.buffer[: 8 + size]
+                if kind == "init_error":
+                    self._drop(worker)
+                    raise WorkerStartFailed(f"a warm worker's initializer failed:\n{value}")
+                if kind == "ready":
+                    worker.state = _State.IDLE
+                    failed_starts = 0
+                    continue
+                if worker.task is not None:
+                    results[worker.task] = TaskResult(kind, value)
+                worker.state, worker.task = _State.IDLE, None
+                worker.uses += 1
+                if (self._max_uses is not None and worker.uses >= self._max_uses) or (
+                    self._max_rss is not None and _rss(worker.process.pid) > self._max_rss
+                ):
+                    self._replace(worker, "recycled")
+                    break
+        return failed_starts

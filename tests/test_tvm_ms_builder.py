@@ -1,0 +1,254 @@
+"""asynccomp.tvm.Builder, MetaSchedule's builder on warm workers, on real TVM 0.27 and real
+ReplayTrace candidates of a matmul (tests/ms_candidates.py): LocalBuilder's results,
+faults bounded per candidate, workers recycled, released and never left behind.
+Skipped without TVM (CI runs it in a TVM venv of its own)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+pytest.importorskip("tvm")
+pytest.importorskip("cloudpickle")
+
+import asynccomp.tvm
+
+from .ms_candidates import cuda_source, gated_build, saved_candidates
+from .servers import server_folder
+
+pytestmark = pytest.mark.tvm
+
+# Generous: a worker imports TVM and its tensor intrinsics (13-20 s of CPU on 2 loaded
+# cores) before it is ready.
+START = 300.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One compile server for the module: every worker of every builder compiles there,
+    and exports its artifacts under the module's temporary folder (``$TMPDIR``)."""
+    names = ("ASYNCCOMP_SERVER_DIR", "ASYNCCOMP_SERVER", "ASYNCCOMP_ARCH", "TMPDIR")
+    saved = {k: os.environ.get(k) for k in names}
+    with server_folder() as folder:
+        os.environ["ASYNCCOMP_SERVER_DIR"] = str(folder)
+        os.environ["ASYNCCOMP_SERVER"] = "auto"
+        os.environ["ASYNCCOMP_ARCH"] = "sm_90a"
+        os.environ["TMPDIR"] = str(tmp_path_factory.mktemp("artifacts"))
+        try:
+            yield folder
+        finally:
+            asynccomp.tvm.shutdown()
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+@pytest.fixture
+def gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ASYNCCOMP_TEST_GATE", str(tmp_path))  # workers inherit it
+    return tmp_path
+
+
+def _claimed(gate: Path) -> int:
+    deadline = time.monotonic() + START
+    while not (gate / "claimed").exists() or not (gate / "claimed").read_text():
+        assert time.monotonic() < deadline, "no candidate reached the gated build"
+        time.sleep(0.05)
+    return int((gate / "claimed").read_text())
+
+
+def _gone(pids: list[int]) -> bool:
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            continue
+    return True
+
+
+def _ok(results: list[Any]) -> list[str]:
+    assert [r.error_msg for r in results] == [None] * len(results)
+    return [r.artifact_path for r in results]
+
+
+def test_same_artifacts_as_local_builder_and_warm_across_batches(server: Path) -> None:
+    from tvm.s_tir import meta_schedule as ms
+
+    inputs = saved_candidates()[:4]
+    builder = asynccomp.tvm.Builder(max_workers=2)
+    pids = builder.pool.pids()
+    try:
+        first = _ok(builder.build(inputs))
+        second = _ok(builder.build(inputs))
+        assert builder.pool.pids() == pids  # the same two processes served both batches
+    finally:
+        builder.close()
+    assert _gone(pids)
+    local = ms.builder.LocalBuilder(max_workers=2, initializer=asynccomp.tvm.register)
+    theirs = _ok(local.build(inputs))
+    for ours, again, reference in zip(first, second, theirs, strict=True):
+        assert cuda_source(ours) == cuda_source(again) == cuda_source(reference)
+        # The artifact the runner loads: the same files, byte for byte.
+        assert _members(ours) == _members(reference)
+
+
+def _members(artifact: str) -> dict[str, bytes]:
+    import tarfile
+
+    with tarfile.open(artifact) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+
+
+def test_a_killed_worker_fails_only_its_candidate_and_is_replaced(server: Path, gate: Path) -> None:
+    inputs = saved_candidates()[:3]
+    builder = asynccomp.tvm.Builder(max_workers=2, f_build=gated_build)
+    try:
+        assert builder.pool.wait_ready(START)
+        before = set(builder.pool.pids())
+        import threading
+
+        victim: list[int] = []
+
+        def kill() -> None:
+            victim.append(_claimed(gate))
+            os.kill(victim[0], signal.SIGKILL)
+
+        killer = threading.Thread(target=kill)
+        killer.start()
+        results = builder.build(inputs)
+        killer.join()
+        failed = [r for r in results if r.error_msg is not None]
+        assert [r.error_msg for r in failed] == [
+            "LocalBuilder: An exception occurred\nSubprocess terminated"
+        ]
+        assert sum(r.artifact_path is not None for r in results) == 2
+        after = set(builder.pool.pids())
+        assert victim[0] in before and victim[0] not in after and len(after) == 2
+        assert builder.pool.statistics().crashed == 1
+        _ok(builder.build(inputs))  # the replacement serves the next batch
+    finally:
+        pids = builder.pool.pids()
+        builder.close()
+    assert _gone(pids)
+
+
+def test_the_timeout_counts_the_build_only(server: Path, gate: Path) -> None:
+    """One worker: the first candidate hangs past the timeout and is killed; the other two
+    waited in the queue for longer than the timeout (and for the replacement worker's
+    start, TVM's imports included), and still succeed."""
+    timeout = 8.0
+    inputs = saved_candidates()[:3]
+    builder = asynccomp.tvm.Builder(max_workers=1, timeout_sec=timeout, f_build=gated_build)
+    try:
+        assert builder.pool.wait_ready(START)
+        started = time.monotonic()
+        results = builder.build(inputs)
+        assert time.monotonic() - started >= timeout
+        claimed = int((gate / "claimed").read_text())
+        assert results[0].artifact_path is None
+        assert results[0].error_msg == f"LocalBuilder: Timeout, killed after {timeout} seconds"
+        _ok(results[1:])
+        assert _gone([claimed])
+        assert builder.pool.statistics().timed_out == 1
+    finally:
+        pids = builder.pool.pids()
+        builder.close()
+    assert _gone(pids)
+
+
+def test_workers_are_recycled_after_max_uses(server: Path) -> None:
+    inputs = saved_candidates()[:3]
+    builder = asynccomp.tvm.Builder(max_workers=1, max_uses=2)
+    try:
+        first = builder.pool.pids()
+        _ok(builder.build(inputs))  # 2 builds, recycled, the third on its replacement
+        stats = builder.pool.statistics()
+        assert stats.recycled == 1 and stats.started == 2
+        assert _gone(first)
+    finally:
+        pids = builder.pool.pids()
+        builder.close()
+    assert _gone(pids)
+
+
+def test_idle_workers_are_released_and_come_back(server: Path) -> None:
+    inputs = saved_candidates()[:1]
+    builder = asynccomp.tvm.Builder(max_workers=1, idle_release=1.0)
+    try:
+        first = builder.pool.pids()
+        _ok(builder.build(inputs))
+        deadline = time.monotonic() + 60
+        while builder.pool.pids():
+            assert time.monotonic() < deadline, "idle workers were not released"
+            time.sleep(0.1)
+        assert _gone(first)
+        _ok(builder.build(inputs))
+        assert builder.pool.statistics().released == 1
+    finally:
+        pids = builder.pool.pids()
+        builder.close()
+    assert _gone(pids)
+
+
+def test_a_failing_initializer_is_a_typed_error() -> None:
+    def broken() -> None:
+        raise RuntimeError("no such toolkit here")
+
+    builder = asynccomp.tvm.Builder(max_workers=1, initializer=broken, register=False)
+    pids = builder.pool.pids()
+    # Raised in build(), it reaches the caller through TVM's FFI, which keeps its message
+    # and its RuntimeError base (WorkerStartFailed is one) but not its class.
+    with pytest.raises(RuntimeError, match="no such toolkit here"):
+        builder.build(saved_candidates()[:1])
+    assert _gone(pids)
+
+
+_ORPHAN = """
+import sys, asynccomp.tvm
+from tests.ms_candidates import hang
+b = asynccomp.tvm.Builder(max_workers=2, register=False)
+b.pool.wait_ready()
+print(*b.pool.pids(), flush=True)
+b.pool.map(hang, [(sys.argv[1],)])
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT])
+def test_workers_die_with_the_tuning_process(tmp_path: Path, signum: int) -> None:
+    """The process that made the builder killed (SIGKILL: no cleanup of its own runs, the
+    workers notice through their pidfd and end their groups) or interrupted (Ctrl-C: the
+    builder kills its workers) while a worker is busy (an idle one would see its pipe
+    close): nothing is left."""
+    marker = tmp_path / "busy"
+    with subprocess.Popen(
+        [sys.executable, "-c", _ORPHAN, str(marker)], stdout=subprocess.PIPE
+    ) as owner:
+        try:
+            assert owner.stdout is not None
+            pids = [int(pid) for pid in owner.stdout.readline().split()]
+            assert len(pids) == 2 and not _gone(pids)
+            deadline = time.monotonic() + START
+            while not marker.exists() or not marker.read_text():
+                assert time.monotonic() < deadline, "the task never started"
+                time.sleep(0.05)
+            assert int(marker.read_text()) in pids
+            owner.send_signal(signum)
+            assert owner.wait(60) != 0
+        finally:
+            owner.kill()
+    deadline = time.monotonic() + 60
+    while not _gone(pids):
+        assert time.monotonic() < deadline, "workers outlived their builder's process"
+        time.sleep(0.05)
