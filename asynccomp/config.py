@@ -62,6 +62,7 @@ __all__ = (
     "RUNNER_SETTINGS",
     "Role",
     "WORKER_SETTINGS",
+    "parse_server",
 )
 
 NvrtcModeSetting = Literal["auto", "threads", "processes"]
@@ -169,7 +170,7 @@ class EngineConfig:
 
             if not isinstance(self.toolkit, Toolkit):
                 raise InvalidJob("toolkit", self.toolkit, "must be a Toolkit or None")
-        set_(self, "server", _server(self.server))
+        set_(self, "server", parse_server(self.server))
         if self.executor is not None:
             from .ray import RayExecutor
 
@@ -250,13 +251,32 @@ class EngineConfig:
             )
 
 
-def _server(value: object) -> str | None:
+#: ``server`` words (any case), the same for ``Engine(server=...)`` and
+#: ``$ASYNCCOMP_SERVER``: this user's compile server, or compiles in this process.
+SERVER_ON = ("auto", "on", "1", "true", "yes")
+SERVER_OFF = ("off", "0", "false", "no")
+
+
+def parse_server(value: object) -> str | None:
+    """What a ``server`` setting means, for ``Engine(server=...)`` and
+    ``$ASYNCCOMP_SERVER`` alike: ``"auto"`` (this user's compile server, started if
+    needed) for ``"auto"``/``on``/``1``/``true``/``yes``; ``None`` (compile in this
+    process) for ``None``/``off``/``0``/``false``/``no``; else the absolute path of a
+    server's socket.
+
+    >>> parse_server("off") is None, parse_server("Auto")
+    (True, 'auto')
+    """
     if value is None:
         return None
-    if value == "auto":
+    if isinstance(value, str) and value.strip().lower() in SERVER_OFF:
+        return None
+    if isinstance(value, str) and value.strip().lower() in SERVER_ON:
         return "auto"
     if isinstance(value, (str, os.PathLike)) and os.fspath(value):
         text = os.fspath(value)
         if isinstance(text, str) and "\x00" not in text:
             return str(Path(text).absolute())
-    raise InvalidJob("server", value, 'expected "auto", the path of a server\'s socket, or None')
+    raise InvalidJob(
+        "server", value, 'expected "auto", "off", the path of a server\'s socket, or None'
+    )

@@ -322,6 +322,84 @@ async def test_an_actor_whose_code_raised_is_given_back_once() -> None:
     assert pool._free == [broken]
 
 
+class _Pending:
+    """A stand-in actor method whose answer the test gives (``future``)."""
+
+    def __init__(self) -> None:
+        self.future: Future[object] = Future()
+
+    def remote(self, *args: object) -> Any:
+        return SimpleNamespace(future=lambda: self.future)
+
+
+async def test_warm_up_gives_each_actor_back_when_its_own_warm_up_ended() -> None:
+    # The pool's bookkeeping alone, on stand-in actor handles (no cluster): an actor
+    # that died is lost, not handed out again; one still warming stays off the free
+    # list until its own warm-up has ended (another actor's failure does not free it).
+    ray = pytest.importorskip("ray")
+    pool = ActorPool(
+        address=None,
+        actors=2,
+        retries=0,
+        startup_timeout=1,
+        identity=toolkit_identity(find_toolkit()),
+    )
+    dead = _Actor(SimpleNamespace(warm_up=_Method(ray.exceptions.RayActorError())), 1, "here")
+    warming = _Pending()
+    slow = _Actor(SimpleNamespace(warm_up=warming), 2, "here")
+    pool._live |= {dead, slow}
+    pool._free += [dead, slow]
+    warmed = anyio.Event()
+
+    async def warm_up() -> None:
+        await pool.warm_up()
+        warmed.set()
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(warm_up)
+            await wait_until(lambda: dead not in pool._live or warmed.is_set())
+            assert pool._free == [] and pool.size_alive == 1 and not warmed.is_set()
+            warming.future.set_result(None)
+    assert pool._free == [slow] and pool.size_alive == 1
+
+
+async def test_warm_up_loses_a_dead_actor_and_leaves_a_busy_one_alone(
+    cluster: RayCluster,
+) -> None:
+    # No retries: a job handed to a dead actor would fail (WorkerCrashed).
+    async with Engine(arch=ARCH, cache=False, executor=RayExecutor(retries=0)) as engine:
+        busy_results: list[CompileResult] = []
+
+        async def compile_slow() -> None:
+            job = CompileJob(slow_kernel(15000), name="busy")
+            busy_results.append(await engine.compile(job))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(compile_slow)
+            await wait_until(lambda: len(compiling_actors()) == 1)
+            busy = compiling_actors()[0].pid
+            idle = next(p for p in actor_processes() if p.pid != busy)
+            idle.kill()  # dies while idle: the pool does not know yet
+            await wait_until(lambda: not psutil.pid_exists(idle.pid))
+            await engine.warm_up()  # warms the dead one (lost), not the busy one
+            after = await engine.compile_many(small_jobs(2))
+            await wait_until(lambda: engine.statistics().workers == 2)  # a replacement
+        assert [r.ok for r in after] == [True, True], [r.error for r in after]
+        assert busy_results[0].ok and psutil.pid_exists(busy)
+
+
+async def test_an_actor_starts_its_nvrtc_once_across_calls() -> None:
+    actor = CompileActor()  # the class the cluster runs, here in this process
+    await actor.warm_up()
+    backend = NvrtcBackend(actor.toolkit)
+    for i in range(3):
+        prepared = backend.prepare(CompileJob(scale_kernel(float(i))), BackendOptions(ARCH))
+        out = await actor.compile(prepared, actor.identity["nvrtc"])
+        assert out.status == "ok"
+    assert (await actor.describe())["nvrtc_starts"] == 1
+
+
 async def test_without_ray_installed_the_error_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

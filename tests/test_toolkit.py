@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from asynccomp import CompileJob, Engine, ToolkitNotFound
-from asynccomp.toolkit import discover_toolkit, find_toolkit
+from asynccomp.config import NvrtcModeSetting
+from asynccomp.toolkit import Toolkit, discover_toolkit, find_toolkit
 
-from .kernels import ARCH, scale_kernel
+from .kernels import ARCH, needs_nvcc, scale_kernel
 
 
 def test_find_toolkit_is_cached_and_reports_versions() -> None:
@@ -54,6 +56,40 @@ async def test_nvcc_jobs_fail_and_nvrtc_jobs_keep_working() -> None:
     assert "/nonexistent/cuda" in message and "CUDA_PATH" in message
     assert nvcc_result.error.searched == toolkit.searched
     assert nvrtc_result.ok
+
+
+def nvcc_only_toolkit() -> Toolkit:
+    """This machine's toolkit as :func:`discover_toolkit` reports it where
+    ``cuda.bindings`` cannot load NVRTC (a machine with nvcc and no NVRTC library)."""
+    return replace(
+        find_toolkit(),
+        nvrtc_version=None,
+        nvrtc_library=None,
+        nvrtc_archs=(),
+        nvrtc_error="RuntimeError: Failure finding libnvrtc.so",
+    )
+
+
+@needs_nvcc
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+async def test_without_nvrtc_the_engine_starts_and_only_nvrtc_jobs_fail(
+    mode: NvrtcModeSetting,
+) -> None:
+    jobs = [
+        CompileJob(scale_kernel(1.0), name="nvcc_1", backend="nvcc"),
+        CompileJob(scale_kernel(2.0), name="nvrtc_2"),
+        CompileJob(scale_kernel(3.0), name="nvcc_3", backend="nvcc"),
+    ]
+    engine = Engine(arch=ARCH, toolkit=nvcc_only_toolkit(), nvrtc_mode=mode, cache=False)
+    async with engine:
+        await engine.warm_up()  # nothing to warm for NVRTC: no error either
+        first, nvrtc, third = await engine.compile_many(jobs)
+        again = await engine.compile(jobs[1])
+    assert first.ok and third.ok
+    for result in (nvrtc, again):
+        assert isinstance(result.error, ToolkitNotFound)
+        assert "NVRTC could not be loaded" in str(result.error)
+        assert "libnvrtc" in str(result.error)
 
 
 def test_doctor_prints_what_was_found() -> None:

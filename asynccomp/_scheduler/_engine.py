@@ -98,8 +98,10 @@ class Engine(EngineView):
         server: ``"auto"``: run the compiles on this user's compile server
             (:mod:`asynccomp.server`), starting it if none runs, instead of starting
             workers in this process; a path: the socket of a running server (checked to
-            belong to this user and this toolkit). The engine is used the same way,
-            with the same results, errors and statistics; the job settings (``arch``,
+            belong to this user and this toolkit); ``None`` (the default) or ``"off"``:
+            compile in this process (the words of ``$ASYNCCOMP_SERVER``, read by one
+            parser: :func:`~asynccomp.config.parse_server`). The engine is used the
+            same way, with the same results, errors and statistics; the job settings (``arch``,
             ``tvm_fast_path``, ``dump_dir``, ``split_compile``, ``cost_model``) still
             apply, the others are the server's (giving one is an ``InvalidJob``).
         executor: where the compiles run instead of local workers: an

@@ -25,13 +25,12 @@ the PCH lives in this process's ``$TMPDIR`` and NVRTC removes it when the proces
 from __future__ import annotations
 
 import logging
-import math
-import threading
 from dataclasses import replace
 from typing import Literal
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import anyio.to_thread
 
 from ..errors import ToolkitNotFound
@@ -47,9 +46,9 @@ from ._base import (
     safe_stem,
     with_caller_folders,
 )
-from ._nvrtc_api import compile_prepared
 from ._nvrtc_files import sweep_stale_auto_pch
-from ._nvrtc_pool import KILL_GRACE, NvrtcProcessPool
+from ._nvrtc_pool import NvrtcProcessPool
+from ._nvrtc_threads import NvrtcThreads
 
 logger = logging.getLogger("asynccomp")
 
@@ -74,7 +73,12 @@ class NvrtcBackend(CompilerBackend):
     """NVRTC in threads of this process, or in long-lived worker processes.
 
     Either way at most ``workers`` compiles run at once (the scheduler sends no more,
-    and a thread that outlives its job's deadline keeps its place until NVRTC stops).
+    and a thread that outlives its job's deadline keeps its place until NVRTC stops,
+    or until it is abandoned: :mod:`._nvrtc_threads`; threads mode then goes on in
+    worker processes).
+
+    A toolkit without NVRTC (nvcc only) makes a backend all the same: its jobs fail
+    with :class:`~asynccomp.ToolkitNotFound` as they are rendered, nothing else does.
     """
 
     name = "nvrtc"
@@ -92,12 +96,14 @@ class NvrtcBackend(CompilerBackend):
         # Rendered once: every job shares these strings instead of holding copies.
         self._include_flags = tuple(f"-I{d}" for d in toolkit.include_dirs)
         self._own_cache = (toolkit.nvrtc_version or (0, 0)) >= (12, 9)
-        self._warmup = self.prepare(
-            CompileJob(WARMUP_SOURCE, name="asynccomp_warmup", arch=warmup_arch),
-            BackendOptions(warmup_arch, tvm_fast_path=False),
-        )
+        self._warmup = None
+        if toolkit.nvrtc_version is not None:  # else nothing to warm: jobs fail to render
+            self._warmup = self.prepare(
+                CompileJob(WARMUP_SOURCE, name="asynccomp_warmup", arch=warmup_arch),
+                BackendOptions(warmup_arch, tvm_fast_path=False),
+            )
         self.pool = NvrtcProcessPool(workers, self._warmup) if mode == "processes" else None
-        self._threads = _ThreadRunner(workers) if mode == "threads" else None
+        self.threads = NvrtcThreads(workers) if mode == "threads" else None
 
     def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
         if self.toolkit.nvrtc_version is None:
@@ -143,12 +149,12 @@ class NvrtcBackend(CompilerBackend):
         swept = await anyio.to_thread.run_sync(sweep_stale_auto_pch)
         if swept:
             logger.info("asynccomp: removed %d stale NVRTC PCH folders", len(swept))
-        if self._threads is not None:
-            self._threads.task_group = task_group
 
     async def warm_up(self) -> None:
         """Start the workers and compile a small program in each (threads: once)."""
-        if self.pool is not None:
+        if self._warmup is None:
+            await anyio.lowlevel.checkpoint()
+        elif self.pool is not None:
             await self.pool.warm_up()
         else:
             await self._run_once(self._warmup)
@@ -159,8 +165,8 @@ class NvrtcBackend(CompilerBackend):
     async def aclose(self) -> None:
         if self.pool is not None:
             await self.pool.aclose()
-        if self._threads is not None:
-            self._threads.stop_all()
+        if self.threads is not None:
+            await self.threads.aclose()
 
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
         out = await self._run_once(prepared)
@@ -172,63 +178,13 @@ class NvrtcBackend(CompilerBackend):
         return out
 
     async def _run_once(self, prepared: PreparedCompile) -> BackendOutput:
-        if self.pool is not None:
-            return await self.pool.run(prepared)
-        assert self._threads is not None
-        return await self._threads.run(prepared)
-
-
-class _ThreadRunner:
-    """NVRTC compiles in threads of this process, at most ``workers`` at once.
-
-    A thread cannot be killed, and NVRTC may call the flow callback that stops it only
-    seconds after being told to. So a job whose deadline passed (or that was cancelled)
-    returns at once, and its thread runs on, as a task of the engine's task group, until
-    NVRTC notices; it keeps its place in the limiter until then, so no more than
-    ``workers`` threads ever compile.
-    """
-
-    def __init__(self, workers: int) -> None:
-        self.limiter = anyio.CapacityLimiter(workers)
-        # anyio's default thread limiter (40) must not add a second, hidden queue.
-        self._threads = anyio.CapacityLimiter(math.inf)
-        self.task_group: anyio.abc.TaskGroup | None = None
-        self._running: set[threading.Event] = set()
-
-    async def run(self, prepared: PreparedCompile) -> BackendOutput:
-        assert self.task_group is not None, "the backend was not started"
-        cancel = threading.Event()
-        started, done = anyio.Event(), anyio.Event()
-        outputs: list[BackendOutput] = []
-
-        async def compile_in_thread() -> None:
-            self._running.add(cancel)
-            try:
-                async with self.limiter:
-                    started.set()
-                    out = await anyio.to_thread.run_sync(
-                        compile_prepared, prepared, cancel, limiter=self._threads
-                    )
-                    outputs.append(out)
-            finally:
-                self._running.discard(cancel)
-                done.set()
-
-        self.task_group.start_soon(compile_in_thread)
-        limit = None if prepared.timeout is None else prepared.timeout + KILL_GRACE
-        try:
-            await started.wait()  # the timeout counts from the start of the compile
-            with anyio.move_on_after(limit):
-                await done.wait()
-        finally:
-            if not done.is_set():
-                cancel.set()  # NVRTC stops at its next flow callback
-        if outputs:
-            return outputs[0]
-        return BackendOutput(
-            "timeout", None, "", "NVRTC did not stop at the timeout; its thread was left to stop"
-        )
-
-    def stop_all(self) -> None:
-        for cancel in list(self._running):
-            cancel.set()
+        if self.pool is None:
+            assert self.threads is not None
+            out = await self.threads.run(prepared)
+            if out is not None:
+                return out
+            # A thread did not stop and was abandoned: worker processes from now on,
+            # which a timeout can kill (one pool, whichever job comes back first).
+            if self.pool is None:
+                self.pool = NvrtcProcessPool(self.workers, self._warmup)
+        return await self.pool.run(prepared)

@@ -47,8 +47,10 @@ class CompileActor:
     def __init__(self) -> None:
         self.toolkit = find_toolkit()
         self.identity = toolkit_identity(self.toolkit)
-        # Threads mode: the actor is the worker process; one compile at a time.
+        # Threads mode: the actor is the worker process; one compile at a time. Made
+        # and started once (at the first call), and kept warm across calls.
         self.nvrtc = NvrtcBackend(self.toolkit, "threads", 1)
+        self._nvrtc_starts = 0
         self.nvcc = NvccBackend(self.toolkit)
         # What actors killed on this node before left (an engine's start does the same
         # for local nvcc; an actor never runs NvccBackend.start).
@@ -56,13 +58,26 @@ class CompileActor:
 
     async def describe(self) -> dict[str, object]:
         """Who this actor is: its toolkit's identity, process and host."""
-        return {"identity": self.identity, "pid": os.getpid(), "host": socket.gethostname()}
+        return {
+            "identity": self.identity,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "nvrtc_starts": self._nvrtc_starts,
+        }
+
+    async def _started_nvrtc(self) -> NvrtcBackend:
+        """The actor's NVRTC backend, started at the first call that needs it."""
+        if self._nvrtc_starts == 0:
+            self._nvrtc_starts += 1  # before the await: a concurrent call starts none
+            # NvrtcBackend runs nothing in the group (its threads need no task): a group
+            # of this call's is enough.
+            async with anyio.create_task_group() as task_group:
+                await self.nvrtc.start(task_group)
+        return self.nvrtc
 
     async def warm_up(self) -> None:
         """Load NVRTC and read the common headers once (the first compile's cost)."""
-        async with anyio.create_task_group() as task_group:
-            await self.nvrtc.start(task_group)
-            await self.nvrtc.warm_up()
+        await (await self._started_nvrtc()).warm_up()
 
     async def compile(
         self, prepared: PreparedCompile, identity: str, keep: bool = False
@@ -91,13 +106,9 @@ class CompileActor:
             return replace(out, intermediates=files)
         if prepared.backend == "nvcc":
             return await self.nvcc.run(prepared)
-        # A task group per compile: NVRTC's thread is waited for before the answer goes
-        # back, so a cancelled or timed-out compile has stopped when the actor is free.
-        outputs = []
-        async with anyio.create_task_group() as task_group:
-            await self.nvrtc.start(task_group)
-            outputs.append(await self.nvrtc.run(prepared))
-        return outputs[0]
+        # A cancelled or timed-out compile's thread keeps the backend's one slot until it
+        # stops, so the next compile here waits for it (see backends._nvrtc_threads).
+        return await (await self._started_nvrtc()).run(prepared)
 
 
 def _read_files(folder: Path) -> tuple[tuple[str, bytes], ...]:

@@ -13,16 +13,14 @@ answer is awaited through its ``ObjectRef``'s future, woken on the event loop.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import importlib
 import logging
 import math
 import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,6 +30,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from .._wakers import waker
 from ..backends import BackendOutput, PreparedCompile
 from ..errors import ClusterError, ClusterWarning
 from ._actor import CompileActor
@@ -322,15 +321,33 @@ class ActorPool:
 
     async def warm_up(self) -> None:
         """Load NVRTC and the common headers in every free actor (taken off the free
-        list meanwhile: an actor runs one thing at a time)."""
-        ray = import_ray()
+        list meanwhile: an actor runs one thing at a time). Each comes back when its own
+        warm-up has ended; one that died is lost (and replaced); busy actors are left
+        alone."""
         actors, self._free = self._free, []
-        try:
-            with contextlib.suppress(ray.exceptions.RayError):
-                await _answer_all([a.handle.warm_up.remote() for a in actors])
-        finally:
+        async with anyio.create_task_group() as task_group:
             for actor in actors:
-                self._release(actor)
+                task_group.start_soon(self._warm, actor)
+
+    async def _warm(self, actor: _Actor) -> None:
+        ray = import_ray()
+        try:
+            ref = actor.handle.warm_up.remote()
+        except ray.exceptions.RayError:
+            self._lose(actor, kill=True)
+            return
+        try:
+            await _answer(ref)
+        except ray.exceptions.RayActorError:  # died (or unreachable): never used again
+            self._lose(actor, kill=True)
+            return
+        except ray.exceptions.RayError:  # its warm-up failed; it can still compile
+            pass
+        except BaseException:  # cancelled: the actor is free once its warm-up ended
+            assert self._task_group is not None
+            self._task_group.start_soon(self._settle, actor, ref)
+            raise
+        self._release(actor)
 
     # -- the free list ---------------------------------------------------------------------
 
@@ -476,7 +493,7 @@ async def connect_within(pool: ActorPool) -> None:
     joined. A daemon thread, not one of anyio's, which the interpreter waits for as it
     exits: a command line that gave up on a cluster must still end."""
     joined, finished = anyio.Event(), anyio.Event()
-    wake_joined, wake_finished = _waker(joined), _waker(finished)
+    wake_joined, wake_finished = waker(joined), waker(finished)
     failed: list[BaseException] = []
 
     def run() -> None:
@@ -534,38 +551,10 @@ async def _answer(ref: Any) -> Any:
     future: Future[Any] = ref.future()
     if not future.done():
         done = anyio.Event()
-        wake = _waker(done)
+        wake = waker(done)
         future.add_done_callback(lambda _: wake())
         await done.wait()
     return future.result()
-
-
-async def _answer_all(refs: Sequence[Any]) -> list[Any]:
-    return [await _answer(ref) for ref in refs]
-
-
-def _waker(event: anyio.Event) -> Callable[[], None]:
-    """A function any thread may call to set ``event`` on this event loop, at once and
-    without blocking (Ray calls it from its own threads)."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio: anyio's other backend, trio
-        loop = None
-    if loop is not None:
-
-        def wake() -> None:
-            with contextlib.suppress(RuntimeError):  # the loop has closed
-                loop.call_soon_threadsafe(event.set)
-
-        return wake
-    trio = importlib.import_module("trio")
-    token = trio.lowlevel.current_trio_token()
-
-    def wake_trio() -> None:
-        with contextlib.suppress(RuntimeError):
-            token.run_sync_soon(event.set)
-
-    return wake_trio
 
 
 def _write_intermediates(out: BackendOutput, folder: str) -> BackendOutput:

@@ -41,6 +41,7 @@ import warnings
 from pathlib import Path
 
 from ..cache import REMOTE_CACHE_ENV, remote_cache_from_environment
+from ..config import parse_server
 from ..errors import AsyncCompWarning, EngineClosed, InvalidJob, ServerError
 from ..job import CompileJob
 from ..result import CompileResult
@@ -63,8 +64,9 @@ logger = logging.getLogger("asynccomp.tvm")
 #: unset or ``1``/``true``/``yes``/``on`` uses the preamble fast path (identical SASS).
 FAST_PATH_ENV = "ASYNCCOMP_TVM_FAST_PATH"
 
-#: ``auto`` (the default): the user's compile server, started if needed; ``off``: an
-#: engine in this process; anything else: the socket of a running server.
+#: ``auto`` (the default, as unset or empty): the user's compile server, started if
+#: needed; ``off``: an engine in this process; anything else: the socket of a running
+#: server. Read by :func:`~asynccomp.config.parse_server`, as ``Engine(server=...)`` is.
 SERVER_ENV = "ASYNCCOMP_SERVER"
 
 _ON = ("", "1", "true", "yes", "on")
@@ -73,12 +75,7 @@ _OFF = ("0", "false", "no", "off")
 
 def server_from_environment() -> str | None:
     """``$ASYNCCOMP_SERVER`` as ``Engine(server=...)`` takes it (``None``: in-process)."""
-    value = os.environ.get(SERVER_ENV, "auto").strip()
-    if value.lower() in _OFF:
-        return None
-    if value.lower() in (*_ON, "auto"):
-        return "auto"
-    return value
+    return parse_server(os.environ.get(SERVER_ENV, "").strip() or "auto")
 
 
 def fast_path_from_environment() -> bool:
