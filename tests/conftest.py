@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,12 +88,34 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-#: Tests that start or look for Ray processes anywhere on the machine (its actors are
-#: found by their process titles): one test process runs them all, one after another.
-_RAY_FILES = ("test_ray.py", "test_ray_unreachable.py", "test_doors.py", "test_refusals.py")
+#: Files whose tests start or look for Ray processes anywhere on the machine (actors found
+#: by their process titles, "a Ray cluster runs here", ``--ray auto``).
+_RAY_FILES = frozenset({"test_ray.py", "test_ray_unreachable.py", "test_no_cli_copies.py"})
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.name in _RAY_FILES or "ray" in item.keywords:
-            item.add_marker(pytest.mark.xdist_group("ray"))
+def _scope(nodeid: str) -> str:
+    """The unit of tests one test process runs together: every Ray test in one ("ray"),
+    one after another, any other test on its own. In other files a Ray test says so in
+    its name (``test_ray_...``) or its parameters (a door ``-ray``, "a Ray executor")."""
+    path, _, rest = nodeid.partition("::")
+    name = rest.split("[", 1)[0]
+    if (
+        path.rsplit("/", 1)[-1] in _RAY_FILES
+        or "ray" in name.split("_")
+        or re.search(r"-ray\]|\bRay\b", rest)
+    ):
+        return "ray"
+    return nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Tests spread as they come, but the Ray ones stay together (pytest-xdist's own
+    ``--dist loadgroup`` does not group under pytest 9.2: it renames node ids, which
+    pytest no longer reads back)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class RayTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    return RayTogether(config, log)
