@@ -274,14 +274,18 @@ async def test_closing_a_client_while_an_answer_arrives_leaves_asyncio_nothing_t
         listener.listen()
         try:
             accepted: list[socket.socket] = []
+            welcomed = anyio.Event()
 
             async def accept() -> None:
                 accepted.append(await anyio.to_thread.run_sync(_welcome_one, listener, welcome))
+                welcomed.set()
 
             client = ServerClient(path)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(accept)
                 await client.start(tg)
+                with anyio.fail_after(60):  # the peer's thread is back (a loaded machine)
+                    await welcomed.wait()
                 for _ in range(5):  # the reader is waiting for data
                     await anyio.lowlevel.checkpoint()
                 with accepted[0] as peer:
