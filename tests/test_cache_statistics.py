@@ -6,12 +6,14 @@ bound, and what ``asynccomp compile`` says a server did for it."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from asynccomp import CompileJob, Engine, InvalidJob
+from asynccomp.cache._results import CacheStats
 
 from .kernels import ARCH, scale_kernel
 from .servers import running_server, server_folder
@@ -172,3 +174,26 @@ def test_the_summary_says_what_the_server_did_and_json_says_where(
 def test_a_cache_command_without_an_action_shows_the_stats(tmp_path: Path) -> None:
     done = asynccomp("cache", cache=tmp_path / "cache")
     assert done.returncode == 0 and "hits             0 of 0 lookups" in done.stdout
+
+
+def test_saves_at_once_add_the_counts_once(tmp_path: Path) -> None:
+    """Sessions that end together on a server save the same engine's counts from
+    several threads at once: the folder's totals get each count once."""
+    stats = CacheStats()
+    stats.add(memory_hits=5, misses=2)
+    start = threading.Barrier(8)
+
+    def save() -> None:
+        start.wait()
+        stats.save(tmp_path)
+
+    threads = [threading.Thread(target=save) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    totals = CacheStats.load(tmp_path)
+    assert (totals["memory_hits"], totals["misses"]) == (5, 2)
+    stats.add(memory_hits=1)
+    stats.save(tmp_path)
+    assert CacheStats.load(tmp_path)["memory_hits"] == 6

@@ -143,6 +143,7 @@ class CacheStats:
     remote_errors: int = 0
     forged: int = 0  # remote entries that failed authentication (counted as misses too)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _save_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     # What :meth:`save` has added to the folder's totals already.
     _saved: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
@@ -183,10 +184,12 @@ class CacheStats:
         files: under a lock, replaced atomically, so every process using the folder, a
         compile server and in-process engines alike, adds to the same totals). Called
         again, it adds only what was counted since."""
-        counts = self.unsaved()
-        if not any(counts.values()):
-            return
-        with contextlib.suppress(OSError), stats_lock(root):
+        # What is unsaved is read under the locks: two saves at once (sessions ending
+        # together on a server) would otherwise both add the same counts.
+        with self._save_lock, contextlib.suppress(OSError), stats_lock(root):
+            counts = self.unsaved()
+            if not any(counts.values()):
+                return
             totals = self.load(root)
             for name, value in counts.items():
                 totals[name] += value
