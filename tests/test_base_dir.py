@@ -6,14 +6,19 @@ when the headers differ there, or when the binary can name a path."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from asynccomp import CompileJob, CompileResult, Engine, InvalidJob
+from asynccomp.backends import PreparedCompile
+from asynccomp.cache._deps import Dependency
+from asynccomp.cache._relocate import relocated_dependencies, rooted_dependencies
 
 from .kernels import ARCH
 from .servers import running_server, server_folder
@@ -193,3 +198,42 @@ async def test_a_header_appearing_where_nvrtc_looks_first_is_a_miss(
     after = await _compile_in(tree, monkeypatch, cache_dir=cache, nvrtc_mode="processes")
     fresh = await _compile_in(tree, monkeypatch, cache=False, nvrtc_mode="processes")
     assert not after.cached and after.binary == fresh.binary != made.binary
+
+
+def _recorded(path: Path) -> Dependency:
+    info = path.stat()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return Dependency(str(path), info.st_size, info.st_mtime_ns, digest, info.st_ctime_ns,
+                      info.st_ino)  # fmt: skip
+
+
+def test_relocated_dependencies_keep_their_ctime_and_inode(tmp_path: Path) -> None:
+    """A hit in the tree that made the entry is one stat per header, not a read: the
+    relocated records keep what tells an untouched file (ctime and inode)."""
+    tree = tmp_path / "tree"
+    (tree / "inc").mkdir(parents=True)
+    header = tree / "inc" / "config.h"
+    header.write_text("#define TILE 4\n")
+    made = cast(PreparedCompile, SimpleNamespace(base_dir=str(tmp_path), cwd=str(tree)))
+    [original] = deps = [_recorded(header)]
+    moved, metadata = relocated_dependencies(deps, made)
+    assert metadata == {"relocated": True} and moved[0].path == "inc/config.h"
+    [rooted] = rooted_dependencies(moved, metadata, str(tree)) or []
+    assert rooted == original  # the path back where it was, ctime and inode kept
+
+
+def test_a_header_outside_the_base_that_spells_a_path_binds_the_entry(tmp_path: Path) -> None:
+    """A macro defined outside the base folder that expands __FILE__ (as assert does),
+    used in a header under it, writes that header's path into the binary: the entry
+    is bound to its working folder, never served to a copy of the tree."""
+    outside = tmp_path / "outside" / "where.h"
+    outside.parent.mkdir()
+    outside.write_text("#define WHERE __FILE__\n")
+    tree = tmp_path / "base" / "tree"
+    tree.mkdir(parents=True)
+    inside = tree / "uses.h"
+    inside.write_text('#include "where.h"\nconst char* here = WHERE;\n')
+    made = cast(PreparedCompile, SimpleNamespace(base_dir=str(tmp_path / "base"), cwd=str(tree)))
+    deps = [_recorded(outside), _recorded(inside)]
+    _, metadata = relocated_dependencies(deps, made)
+    assert metadata == {"anchor": str(tree)}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 # Paths here are strings compared and joined as the compiler's options spell them.
 # ruff: noqa: PTH117, PTH118
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -111,10 +112,12 @@ def relocated_dependencies(
     is bound to."""
     base, cwd = prepared.base_dir, prepared.cwd
     assert base is not None and cwd is not None
-    inside = [d for d in deps if d.digest is not None and _under(os.path.normpath(d.path), base)]
-    if any(_names_a_path(d.path) for d in inside):
+    # Any header read may spell the path (a macro defined outside the base folder that
+    # expands __FILE__ in a header under it), not only those under the base folder.
+    if any(_names_a_path(d.path) for d in deps if d.digest is not None):
         return list(deps), {"anchor": cwd}
-    moved = [Dependency(_relative(d.path, base, cwd), d.size, d.mtime_ns, d.digest) for d in deps]
+    # replace() keeps ctime and inode: a hit in the tree that made the entry is one stat.
+    moved = [dataclasses.replace(d, path=_relative(d.path, base, cwd)) for d in deps]
     return moved, {"relocated": True}
 
 
@@ -134,6 +137,6 @@ def rooted_dependencies(
     return [
         d
         if os.path.isabs(d.path)
-        else Dependency(os.path.join(cwd, d.path), d.size, d.mtime_ns, d.digest)
+        else dataclasses.replace(d, path=os.path.join(cwd, d.path))
         for d in deps
     ]
