@@ -20,7 +20,7 @@ from asynccomp.backends import PreparedCompile
 from asynccomp.cache._deps import Dependency
 from asynccomp.cache._relocate import relocated_dependencies, rooted_dependencies
 
-from .kernels import ARCH
+from .kernels import ARCH, needs_nvcc
 from .servers import running_server, server_folder
 from .test_cli import asynccomp
 
@@ -51,13 +51,14 @@ def trees(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
 
 
 async def _compile_in(
-    folder: Path, monkeypatch: pytest.MonkeyPatch, **engine: Any
+    folder: Path, monkeypatch: pytest.MonkeyPatch, backend: str = "nvrtc", **engine: Any
 ) -> CompileResult:
     """``SOURCE`` with ``-Iinc`` compiled from ``folder`` (a quoted include: the working
     folder joins the include chain), on an engine of its own sharing the cache."""
     monkeypatch.chdir(folder)
     async with Engine(arch=ARCH, **engine) as e:
-        result = await e.compile(CompileJob(SOURCE, name="k", options=["-Iinc"]))
+        job = CompileJob(SOURCE, name="k", options=["-Iinc"], backend=backend)  # type: ignore[arg-type]
+        result = await e.compile(job)
     assert result.ok, result.log
     return result
 
@@ -92,19 +93,26 @@ async def test_a_copy_of_the_tree_hits_with_a_base_dir_and_only_then(
     assert back.binary == made.binary
 
 
+@pytest.mark.parametrize("backend", ["nvrtc", pytest.param("nvcc", marks=needs_nvcc)])
 async def test_a_header_found_in_another_place_of_the_copy_is_a_miss(
-    trees: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    trees: tuple[Path, Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
 ) -> None:
     """``local.h`` appearing in the copy's ``inc/``, which is searched before the
     working folder where the first tree's was found: the same key, another header read,
-    a miss."""
+    a miss. (nvcc names only the headers it read, not the places it looked in first:
+    its entries stay with their working folder.)"""
     base, first, second = trees
     cache = tmp_path / "cache"
     monkeypatch.setenv("ASYNCCOMP_BASE_DIR", str(base))
-    made = await _compile_in(first, monkeypatch, cache_dir=cache)
+    made = await _compile_in(first, monkeypatch, backend, cache_dir=cache)
     (second / "inc" / "local.h").write_text("#define LOCAL 9\n")
-    other = await _compile_in(second, monkeypatch, cache_dir=cache)
+    other = await _compile_in(second, monkeypatch, backend, cache_dir=cache)
     assert not other.cached and other.binary != made.binary
+    fresh = await _compile_in(second, monkeypatch, backend, cache=False)
+    assert other.binary == fresh.binary
 
 
 async def test_no_hit_from_elsewhere_when_the_binary_can_name_a_path(

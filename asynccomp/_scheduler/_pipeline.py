@@ -432,7 +432,9 @@ class Scheduler(Runner):
                 str(Path.cwd()) if threads else empty_folder(),
             )
         deps = snapshot(found, absent, not_before_ns=started_ns)
-        return None if deps is None else dependencies_as_kept(deps, prepared)
+        if deps is None:
+            return None
+        return dependencies_as_kept(deps, prepared, places_known=out.dependencies is None)
 
     async def _complete(self, leader: _Item, outcome: Outcome, kept: Kept | None) -> None:
         """End ``leader`` and the requests that waited for its compile; cache the output."""

@@ -486,12 +486,18 @@ def _stale(
 
 
 def dependencies_as_kept(
-    deps: list[Dependency], prepared: PreparedCompile
+    deps: list[Dependency], prepared: PreparedCompile, *, places_known: bool = True
 ) -> tuple[list[Dependency], dict[str, Any]]:
     """Blocking: the dependencies as the entry records them, and what its metadata says
-    of them (relocatable, or bound to a working folder: :mod:`._relocate`)."""
+    of them (relocatable, or bound to a working folder: :mod:`._relocate`).
+
+    ``places_known``: whether ``deps`` also record where an include was looked for and
+    not found. Without them (nvcc names only what it read) a copy of the tree with a
+    header found earlier in the search would pass every check: bound to its folder."""
     if not relocates(prepared):
         return deps, {}
+    if not places_known:
+        return deps, {"anchor": prepared.cwd}
     return relocated_dependencies(deps, prepared)
 
 
