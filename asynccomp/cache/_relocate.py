@@ -135,8 +135,6 @@ def rooted_dependencies(
     if cwd is None:
         return None
     return [
-        d
-        if os.path.isabs(d.path)
-        else dataclasses.replace(d, path=os.path.join(cwd, d.path))
+        d if os.path.isabs(d.path) else dataclasses.replace(d, path=os.path.join(cwd, d.path))
         for d in deps
     ]
