@@ -96,3 +96,19 @@ async def test_an_engine_whose_entry_was_replaced_by_a_huge_value_compiles_witho
     assert result.ok and not result.cached and result.binary == genuine.binary
     sent = _sent(redis_server)[0] - before[0]
     assert sent < BOUND // 16, sent
+
+
+async def test_the_doctors_probe_reads_nothing_written_at_its_name(
+    redis_server: RedisServer,
+) -> None:
+    """``asynccomp doctor``'s read (a name no entry has) brings back no value, whatever
+    someone wrote there."""
+    store = _store(redis_server)
+    redis_server.set((store.namespace + "probe").encode(), b"\0" * HUGE)
+    try:
+        before = _sent(redis_server)
+        assert await store.probe() is None
+        after = _sent(redis_server)
+    finally:
+        await store.aclose()
+    assert after[0] - before[0] < BOUND // 16, after[0] - before[0]

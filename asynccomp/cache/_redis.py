@@ -428,11 +428,17 @@ class RedisCache(RemoteCache):
         except (anyio.DelimiterNotFound, ValueError):
             return "reachable, but it does not speak Redis's protocol"
         try:
-            await self._request("GET", self.namespace + "probe")
+            # A read that brings nothing back whatever is stored there (anyone who can
+            # reach the Redis may write at any name): the length of a name no entry has.
+            await self._request("STRLEN", self.namespace + "probe")
         except RedisError as exc:
             return f"reachable and logged in, but it refused a read: {exc}"
         except (OSError, TimeoutError) as exc:
             return f"reachable, but a read failed: {exc or type(exc).__name__}"
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
+            return "reachable, but it closed the connection (is it a Redis server?)"
+        except (anyio.DelimiterNotFound, ValueError):
+            return "reachable, but it does not speak Redis's protocol"
         finally:
             await self._drop()
         return None
