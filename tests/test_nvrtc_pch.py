@@ -284,3 +284,21 @@ def _workers_in(tmp: Path) -> list[Any]:
         if "asynccomp.backends._nvrtc_worker" in command and str(tmp) in folder:
             found.append(process)
     return found
+
+
+def test_looking_for_the_worker_folders_makes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A closing engine looks for this user's worker folders to sweep: where the shared
+    one is a link (or not private), it gets nothing to sweep, and no folder is made."""
+    import tempfile
+
+    from asynccomp.backends._nvrtc_files import existing_worker_folders_root
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (tmp_path / f"asynccomp-nvrtc-{os.getuid()}").symlink_to(elsewhere)
+    before = sorted(tmp_path.iterdir())
+    assert existing_worker_folders_root() is None
+    assert sorted(tmp_path.iterdir()) == before

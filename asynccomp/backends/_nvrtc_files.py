@@ -27,6 +27,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from .._procs import running
+
 __all__ = (
     "existing_worker_folders_root",
     "sweep_stale_auto_pch",
@@ -42,48 +44,32 @@ def worker_folders_root() -> Path:
     """``<tmp>/asynccomp-nvrtc-<uid>``, this user's (0700), made if needed; where every
     engine's workers get their folders. One taken by someone else is not used: a fresh
     private folder is."""
-    root = Path(tempfile.gettempdir(), f"asynccomp-nvrtc-{os.getuid()}")
+    root = _shared_root()
     with contextlib.suppress(FileExistsError):
         root.mkdir(0o700)
-    try:
-        st = root.lstat()
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
-            return root
-    except OSError:
-        pass
+    if _ours(root):
+        return root
     return Path(tempfile.mkdtemp(prefix="asynccomp-nvrtc-"))
 
 
 def existing_worker_folders_root() -> Path | None:
-    """:func:`worker_folders_root` if there is one (``None``: no engine made it)."""
-    if not Path(tempfile.gettempdir(), f"asynccomp-nvrtc-{os.getuid()}").is_dir():
-        return None
-    return worker_folders_root()
+    """This user's folder of :func:`worker_folders_root` if there is one that is
+    usable (``None``: no engine made it, or it is not ours to use); makes nothing."""
+    root = _shared_root()
+    return root if _ours(root) else None
 
 
-def alive(pid: int) -> bool:
-    """Whether a process ``pid`` runs (of any user): it exists and is not a zombie."""
+def _shared_root() -> Path:
+    return Path(tempfile.gettempdir(), f"asynccomp-nvrtc-{os.getuid()}")
+
+
+def _ours(root: Path) -> bool:
+    """Whether ``root`` is a folder (not a link) of this user's, private to them."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    """Whether ``pid`` has ended but is not reaped yet. A detached compile server's
-    parent is init, and an init that reaps lazily (a container's) keeps a SIGKILLed
-    server a zombie for a second or more: long enough for the next server to start
-    workers and skip the dead one's folders for good (the fault soak found them)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat_file:
-            line = stat_file.read()
+        st = root.lstat()
     except OSError:
         return False
-    end = line.rfind(b")")  # the name, in parentheses, may hold anything
-    return line[end + 2 : end + 3] == b"Z"
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
 def _sweep(root: Path, pattern: re.Pattern[str], *, owned_only: bool) -> list[str]:
@@ -97,7 +83,7 @@ def _sweep(root: Path, pattern: re.Pattern[str], *, owned_only: bool) -> list[st
         if match is None:
             continue
         pid = int(match.group(1))
-        if pid == os.getpid() or alive(pid):
+        if pid == os.getpid() or running(pid):
             continue
         if owned_only:
             try:

@@ -23,6 +23,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from .._procs import running
+
 __all__ = ("make_work_folder", "sweep_work_folders")
 
 logger = logging.getLogger("asynccomp")
@@ -36,23 +38,6 @@ def make_work_folder(kind: str) -> Path:
     temporary folder (``kind``: ``"nvcc"`` or ``"keep"``)."""
     assert kind in _KINDS, kind
     return Path(tempfile.mkdtemp(prefix=f"asynccomp-{kind}-{os.getpid()}-"))
-
-
-def _running(pid: int) -> bool:
-    """Whether process ``pid`` exists and has not ended (a zombie has: its work is
-    over, whoever reaps it)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rpartition(b")")[2].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in (b"Z", b"X")
 
 
 def sweep_work_folders(root: str | None = None) -> list[str]:
@@ -77,7 +62,7 @@ def sweep_work_folders(root: str | None = None) -> list[str]:
         # Only real folders of ours: never a link, never another user's.
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
             continue
-        if pid == me or _running(pid):
+        if pid == me or running(pid):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(entry.name)
