@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ from asynccomp.server import (
 )
 from asynccomp.server._protocol import (
     PROTOCOL,
+    Done,
+    Ended,
     Error,
     Hello,
     Status,
@@ -43,7 +46,7 @@ from asynccomp.server._protocol import (
     parse,
     send_form,
 )
-from asynccomp.server._requests import in_flight_limit
+from asynccomp.server._requests import MAX_WAITING_JOBS, in_flight_limit
 from asynccomp.server._session import MAX_UNSENT_ANSWERS
 from asynccomp.server._wire import encode, read_message
 
@@ -306,3 +309,54 @@ def _welcome_one(listener: socket.socket, welcome: Welcome) -> socket.socket:
     assert isinstance(raw_receive(sock), Hello)
     sock.sendall(b"".join(encode(*send_form(welcome))))
     return sock
+
+
+# 20,000 dependent statements from a few hundred bytes of source (the preprocessor writes
+# them): a compile of many seconds, for many jobs that cost the wire little.
+_SLOW_AND_SMALL = (
+    "#define A a = a * 1.0001f + __sinf(a);\n"
+    "#define B A A A A A A A A A A\n#define C B B B B B B B B B B\n"
+    "#define D C C C C C C C C C C\n#define E D D D D D D D D D D\n"
+    'extern "C" __global__ void k(float* x) { float a = x[threadIdx.x]; E E '
+    "x[threadIdx.x] = a; }\n"
+)
+
+
+async def test_a_call_of_jobs_sent_faster_than_they_compile_is_read_no_further(
+    server_dir: Path,
+) -> None:
+    """A client that reads its answers and sends many jobs at once: the server reads its
+    jobs only while those it holds, not yet handed to the scheduler, are under the bound
+    (it held every one it was sent). The jobs are one slow compile, so none is answered
+    before all are sent; then every one is."""
+    many, per_message = 4 * MAX_WAITING_JOBS, 100
+    with running_server(server_dir) as (_, paths):
+        client = ServerClient(paths.socket)
+        async with anyio.create_task_group() as tg:
+            await client.start(tg)
+            (first,) = _rendered(client, CompileJob(_SLOW_AND_SMALL, name="k"))
+            await client.aclose()
+        requests = [CompileRequest(i, first.prepared) for i in range(many)]
+        with raw_client(paths) as sock:
+            sock.settimeout(300)  # the compile runs while the sends wait (a loaded machine)
+            answered: list[Any] = []
+
+            def read_answers() -> None:
+                while not answered or not isinstance(answered[-1], Ended):
+                    answered.append(raw_receive(sock))
+
+            reader = threading.Thread(target=read_answers)
+            reader.start()
+            try:
+                raw_send(sock, {"type": "compile", "id": 1, "want": False}, [])
+                for at in range(0, many, per_message):
+                    for message, blobs in _client._packed(1, requests[at : at + per_message]):
+                        sock.sendall(b"".join(encode(*send_form(message, blobs))))
+                raw_send(sock, {"type": "end", "id": 1}, [])
+            finally:
+                reader.join(300)
+            status = await _status_until(paths, lambda _: True)  # the client connected
+    assert isinstance(answered[-1], Ended)
+    assert len([a for a in answered if isinstance(a, Done)]) == many
+    assert status["waiting"] == 0
+    assert MAX_WAITING_JOBS <= status["waiting_peak"] <= MAX_WAITING_JOBS + per_message, status

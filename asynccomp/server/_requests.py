@@ -94,6 +94,18 @@ class Poster(Protocol):
         ...
 
 
+#: Jobs of one client the server holds before handing them to the scheduler: past this
+#: many (or :data:`MAX_WAITING_BYTES` of sources) it reads no more of the client's
+#: requests until some are handed on. A client that sends jobs far faster than they
+#: compile (and reads its answers) is held to this, not to all it sent.
+MAX_WAITING_JOBS = 1024
+MAX_WAITING_BYTES = 256 * 2**20
+
+
+def _size(request: CompileRequest) -> int:
+    return len(request.prepared.source) + len(request.prepared.fallback_source or "")
+
+
 class _Call:
     """One compile request of a client: its jobs as they arrive, and its events."""
 
@@ -111,6 +123,8 @@ class _Call:
             math.inf
         )
         self.timeouts: dict[int, float | None] = {}
+        self.waiting = 0  # jobs received, not handed to the scheduler
+        self.waiting_bytes = 0
 
     def started(self, index: int) -> None:
         self.host.tally.started()
@@ -138,6 +152,31 @@ class Requests:
         #: This client's jobs in the scheduler (handed to it, not ended).
         self.in_flight = 0
         self._left = anyio.Event()
+        #: This client's jobs received and not handed to the scheduler yet (and the most
+        #: there ever were: the status says it), and their sources' size.
+        self.waiting = 0
+        self.waiting_peak = 0
+        self.waiting_bytes = 0
+        self._handed = anyio.Event()
+
+    async def room(self) -> None:
+        """Until the jobs waiting to be handed to the scheduler are under the bounds
+        (the session reads no request meanwhile)."""
+        while self.waiting >= MAX_WAITING_JOBS or self.waiting_bytes >= MAX_WAITING_BYTES:
+            if self._handed.is_set():
+                self._handed = anyio.Event()
+            await self._handed.wait()
+
+    def _waiting(self, call: _Call, count: int, size: int) -> None:
+        """``count`` jobs of ``call`` (``size`` bytes of sources) more waiting (fewer,
+        when negative)."""
+        call.waiting += count
+        call.waiting_bytes += size
+        self.waiting += count
+        self.waiting_bytes += size
+        self.waiting_peak = max(self.waiting_peak, self.waiting)
+        if count < 0:
+            self._handed.set()
 
     def take(self, message: Message) -> None:
         """Act on one message; a request refused is answered with an error naming it."""
@@ -175,6 +214,7 @@ class Requests:
                 call.send.send_nowait(chunk)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 raise WireError(f"request {request.id} has ended; no more jobs") from None
+            self._waiting(call, len(chunk), sum(_size(r) for r in chunk))
         elif isinstance(request, End):
             self._open(request.id).send.close()
         elif isinstance(request, Cancel):
@@ -223,6 +263,7 @@ class Requests:
             self.calls.pop(call.id, None)
             self._ended(call.fed)  # cancelled: what it had in the scheduler is dropped
             call.fed = 0
+            self._waiting(call, -call.waiting, -call.waiting_bytes)  # and what waited
 
     def _ended(self, count: int) -> None:
         if count:
@@ -259,6 +300,7 @@ class Requests:
                     self._left = anyio.Event()
                 await self._left.wait()
             batch = [heapq.heappop(arrived)[2] for _ in range(min(FEED, len(arrived)))]
+            self._waiting(call, -len(batch), -sum(_size(r) for r in batch))
             call.fed += len(batch)
             self.in_flight += len(batch)
             yield batch

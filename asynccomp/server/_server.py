@@ -356,6 +356,12 @@ class Server:
             "clients": len([s for s in self._sessions if s is not asking]),
             "requests": sum(s.open_requests for s in self._sessions),
             "unsent": sum(s.unsent for s in self._sessions),
+            # Jobs received and not yet handed to the scheduler, now and at most at once
+            # in one session (bounded by MAX_WAITING_JOBS).
+            "waiting": sum(s.requests.waiting for s in self._sessions if s.requests),
+            "waiting_peak": max(
+                (s.requests.waiting_peak for s in self._sessions if s.requests), default=0
+            ),
             "queued": stats.queued,
             "running": stats.running,
             "compiled": stats.compiled,

@@ -12,7 +12,9 @@ frame), never the server.
 What a session holds is bounded. Its answers wait to be written in a queue; while the
 queue holds :data:`MAX_UNSENT_ANSWERS` answers or :data:`MAX_UNSENT_BYTES` bytes it
 reads no more requests and hands no more of its jobs to the scheduler
-(:mod:`._requests`: a client that reads slowly slows itself down, nobody else), and a
+(:mod:`._requests`: a client that reads slowly slows itself down, nobody else); it reads
+none either while it holds :data:`~._requests.MAX_WAITING_JOBS` of the client's jobs not
+yet handed to the scheduler (a client that sends faster than it compiles), and a
 client that reads nothing for :data:`WRITE_TIMEOUT` seconds while answers wait for it
 (a stopped process) is dropped: its compiles are cancelled and what was waiting for it
 is freed. Every :data:`KEEPALIVE` seconds without an answer the session says the worker
@@ -181,6 +183,7 @@ class Session:
     async def _read(self, requests: Requests) -> None:
         while True:
             await self.room()
+            await requests.room()
             message = await read_message(self.receive)
             if message is None:
                 return  # the client left: what it has running is dropped
