@@ -102,9 +102,11 @@ class Front:
             try:
                 await self.runner.run(requests, call, want=wanted)
             finally:
-                await requests.aclose()
-                await call.close_dumps()
-                call.forget()
+                try:
+                    await requests.aclose()
+                    await call.close_dumps()
+                finally:
+                    call.forget()  # whatever the dumps raised: the front's counts stay true
 
     def deliver(self, batch: Batch, index: int, result: CompileResult) -> None:
         self.tally.ended(ok=result.ok, timed_out=isinstance(result.error, CompileTimeout))
