@@ -12,6 +12,7 @@ from asynccomp import CompileJob, Engine, InvalidJob
 from asynccomp.tvm._runtime import SERVER_ENV, server_from_environment
 
 from .kernels import ARCH, scale_kernel
+from .servers import server_folder
 
 SPELLINGS = ["off", "OFF", " no ", "0", "false", "auto", "on", "1", "True", "yes", "run/x.sock"]
 
@@ -36,9 +37,12 @@ def entries(folder: Path) -> list[Path]:
     return list(folder.iterdir())
 
 
-async def test_server_off_compiles_in_this_process(private_server_dir: Path) -> None:
-    async with Engine(arch=ARCH, server="off", nvrtc_workers=1, cache=False) as engine:
-        result = await engine.compile(CompileJob(scale_kernel()))
-        assert engine.server is None and engine.nvrtc_workers == 1
-    assert result.ok
-    assert entries(private_server_dir) == []  # no server was started or asked
+async def test_server_off_compiles_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A server folder of this test's own: the session's holds other tests' lock files.
+    with server_folder() as folder:
+        monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(folder))
+        async with Engine(arch=ARCH, server="off", nvrtc_workers=1, cache=False) as engine:
+            result = await engine.compile(CompileJob(scale_kernel()))
+            assert engine.server is None and engine.nvrtc_workers == 1
+        assert result.ok
+        assert entries(folder) == []  # no server was started or asked
