@@ -391,6 +391,7 @@ class WarmPool:
         self._failed_starts += 1
         if self._failed_starts >= _START_ATTEMPTS:
             self._failed_starts = 0
+            self._counts[why] += 1
             self._drop(worker)
             raise WorkerStartFailed(f"{message} ({_START_ATTEMPTS} in a row)")
         self._replace(worker, why)

@@ -44,6 +44,15 @@ def gate(tmp_path: Path) -> Iterator[Path]:
         (tmp_path / "open").touch()  # whatever still hangs on the gate ends
 
 
+def _close(pool: WarmPool, gate: Path | None = None, stopped: list[int] | None = None) -> None:
+    """Unblock whatever a failed test left waiting (a map holds the pool's lock), then
+    close the pool."""
+    if gate is not None:
+        (gate / "open").touch()
+    _resume(stopped or [])
+    pool.close()
+
+
 def _resume(pids: list[int]) -> None:
     for each in pids:
         try:
@@ -66,7 +75,7 @@ def test_a_worker_hanging_as_it_starts_is_killed_and_replaced(start: float, gate
         assert pool.statistics().start_timed_out == 1
         assert gone(first)
     finally:
-        pool.close()
+        _close(pool, gate)
 
 
 def test_workers_never_ready_are_a_typed_error(start: float, gate: Path) -> None:
@@ -84,7 +93,7 @@ def test_workers_never_ready_are_a_typed_error(start: float, gate: Path) -> None
         assert len(started) == 3
         wait_gone(started)
     finally:
-        pool.close()
+        _close(pool, gate)
 
 
 def test_wait_ready_is_bounded_by_the_start_timeout(start: float, gate: Path) -> None:
@@ -96,7 +105,7 @@ def test_wait_ready_is_bounded_by_the_start_timeout(start: float, gate: Path) ->
             within(5 * start, pool.wait_ready, "wait_ready")
         assert pool.pids() == []
     finally:
-        pool.close()
+        _close(pool, gate)
 
 
 def test_a_worker_past_the_memory_ceiling_is_recycled(start: float) -> None:
@@ -133,6 +142,7 @@ def test_a_stopped_busy_worker_is_lost_even_without_a_timeout(start: float, gate
     try:
         assert pool.wait_ready(start)
         task = functools.partial(pool.map, warm_tasks.first_task_hangs, [(str(gate),)] * 3)
+
         def stop() -> None:
             nonlocal victim
             victim = claimed(gate, start)
@@ -149,9 +159,7 @@ def test_a_stopped_busy_worker_is_lost_even_without_a_timeout(start: float, gate
         wait_gone([victim])
         assert [r.outcome for r in pool.map(warm_tasks.pid, [()] * 2)] == ["done", "done"]
     finally:
-        if victim is not None:
-            _resume([victim])
-        pool.close()
+        _close(pool, gate, [] if victim is None else [victim])
 
 
 def test_a_stopped_idle_worker_does_not_block_a_large_task(start: float) -> None:
@@ -172,8 +180,7 @@ def test_a_stopped_idle_worker_does_not_block_a_large_task(start: float) -> None
         [again] = pool.map(warm_tasks.size, [(data,)])
         assert (again.outcome, again.value) == ("done", len(data))
     finally:
-        _resume(stopped)
-        pool.close()
+        _close(pool, stopped=stopped)
 
 
 def test_close_ends_a_stopped_worker(start: float) -> None:
@@ -186,8 +193,7 @@ def test_close_ends_a_stopped_worker(start: float) -> None:
         within(start, pool.close, "close")
         wait_gone(pids)
     finally:
-        _resume(pids)
-        pool.close()
+        _close(pool, stopped=pids)
 
 
 def test_a_pool_never_used_releases_its_workers(start: float) -> None:
