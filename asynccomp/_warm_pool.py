@@ -5,7 +5,8 @@ worker importing TVM and its tensor intrinsics inside its first candidate's time
 generic so that any facade with a slow import can use it:
 
 - workers (:mod:`asynccomp._warm_worker`, spawned interpreters, each the leader of a
-  session of its own) start when the pool is made and run the initializers once;
+  session of its own) start when the pool is made and run the initializers once; one
+  not ready within ``start_timeout`` seconds is killed and counts as a failed start;
 - a task goes only to a worker that is ready, and its deadline starts when it is sent: a
   task's timeout counts its own run, never queueing or a worker's start-up;
 - a worker that passes its deadline is killed with its group, one that crashes is reaped;
@@ -13,8 +14,11 @@ generic so that any facade with a slow import can use it:
 - a worker is recycled after ``max_uses`` tasks or once its resident memory passes
   ``max_rss`` bytes (TVM's popen workers leak, apache/tvm#11096), a replacement started
   as it goes;
-- with no task for ``idle_release`` seconds every worker ends; the next :meth:`map`
-  starts them again;
+- a worker that stays stopped (SIGSTOP) for ``STOPPED_LIMIT`` seconds while the pool
+  waits on it is lost, as a crashed one, even with no ``timeout``; the pool writes to
+  workers without blocking, so a stopped one never holds it either;
+- with no task for ``idle_release`` seconds (from the pool's making or the last
+  :meth:`map`) every worker ends; the next :meth:`map` starts them again;
 - :meth:`close`, an exception (Ctrl-C included) out of :meth:`map`, the pool's garbage
   collection or the interpreter's exit kill every worker's group, and each worker kills
   its own group if the pool's process dies first.
@@ -26,7 +30,9 @@ import collections
 import contextlib
 import dataclasses
 import enum
+import math
 import os
+import pickle
 import selectors
 import signal
 import subprocess
@@ -37,7 +43,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from ._warm_worker import frame
+from ._warm_worker import dumps, frame
 from .errors import WorkerStartFailed
 
 Outcome = Literal["done", "error", "timeout", "crashed"]
@@ -45,6 +51,16 @@ Outcome = Literal["done", "error", "timeout", "crashed"]
 # A worker that ends before it is ready this many times in a row (with no worker ready
 # in between) means the initializers cannot run here: say so rather than respawn forever.
 _START_ATTEMPTS = 3
+
+#: Default ``start_timeout``: room for TVM's imports (13-20 s of CPU) on a loaded machine.
+START_TIMEOUT = 300.0
+#: A worker stopped by a signal for this long while the pool waits on it is lost.
+STOPPED_LIMIT = 10.0
+# How often the pool looks at the workers it waits on (for a stop) when nothing else
+# wakes it; and how long it waits for a killed worker to be reaped (one in the kernel's
+# uninterruptible sleep dies only once that ends: not worth holding the pool for).
+_WATCH = 1.0
+_REAP = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,20 +81,23 @@ class _State(enum.Enum):
 @dataclasses.dataclass(eq=False)
 class _Worker:
     process: subprocess.Popen[bytes]
-    tasks: int  # fd: the pool writes tasks here
-    results: int  # fd: the pool reads results here
+    tasks: int  # fd, non-blocking: the pool writes tasks here
+    results: int  # fd, non-blocking: the pool reads results here
+    deadline: float  # STARTING: its start's, BUSY: its task's (math.inf: none)
     state: _State = _State.STARTING
     uses: int = 0
     task: int | None = None
-    deadline: float = 0.0
-    buffer: bytearray = dataclasses.field(default_factory=bytearray)
+    buffer: bytearray = dataclasses.field(default_factory=bytearray)  # read, not yet parsed
+    outbox: bytearray = dataclasses.field(default_factory=bytearray)  # not yet written
+    stopped_since: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class PoolStatistics:
     started: int  # workers started over the pool's life
     timed_out: int
-    crashed: int
+    crashed: int  # stopped ones included
+    start_timed_out: int  # workers not ready within start_timeout
     recycled: int
     released: int  # workers ended by idle release
     alive: int
@@ -87,7 +106,8 @@ class PoolStatistics:
 def _kill(worker: _Worker) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(worker.process.pid, signal.SIGKILL)
-    worker.process.wait()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        worker.process.wait(_REAP)
     for fd in (worker.tasks, worker.results):
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -97,6 +117,16 @@ def _kill_all(workers: dict[int, _Worker]) -> None:
     for worker in list(workers.values()):
         _kill(worker)
     workers.clear()
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (``T``; a debugger's ``t`` is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read()
+    except OSError:
+        return False
+    return fields[fields.rindex(")") + 2 :].startswith("T")
 
 
 def _rss(pid: int) -> int:
@@ -110,10 +140,12 @@ def _rss(pid: int) -> int:
 class WarmPool:
     """``workers`` warm processes running ``(fn, args)`` tasks; see the module's docstring.
 
-    ``initializers`` and every task's function and arguments travel by cloudpickle, so
-    functions of importable modules go by name. ``timeout`` is each task's own limit in
-    seconds (``None``: none), ``max_uses`` and ``max_rss`` recycle a worker (``None``:
-    never), ``idle_release`` ends idle workers after that many seconds (``None``: never).
+    ``initializers`` and every task's function and arguments travel by cloudpickle
+    (without it, by pickle: functions of importable modules only), so functions of
+    importable modules go by name. ``timeout`` is each task's own limit in seconds
+    (``None``: none), ``start_timeout`` each worker's to get ready, ``max_uses`` and
+    ``max_rss`` recycle a worker (``None``: never), ``idle_release`` ends idle workers
+    after that many seconds (``None``: never).
     """
 
     def __init__(
@@ -125,14 +157,15 @@ class WarmPool:
         max_uses: int | None = None,
         max_rss: int | None = None,
         idle_release: float | None = None,
+        start_timeout: float | None = START_TIMEOUT,
     ) -> None:
-        import cloudpickle
-
         if workers < 1:
             raise ValueError(f"a warm pool needs at least one worker, not {workers}")
         self._size = workers
-        self._init = frame(cloudpickle.dumps(list(initializers)))
+        self._init = frame(dumps(list(initializers)))
         self._timeout = timeout
+        self._start_timeout = start_timeout
+        self._failed_starts = 0  # in a row, with no worker ready in between
         self._max_uses = max_uses
         self._max_rss = max_rss
         self._idle_release = idle_release
@@ -144,14 +177,13 @@ class WarmPool:
         self._counts = collections.Counter[str]()
         self._finalizer = weakref.finalize(self, _kill_all, self._workers)
         self._fill()
+        self._start_idle_timer()  # a pool never used holds no worker forever either
 
     # -- the public calls ------------------------------------------------------------
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> list[TaskResult]:
         """Run ``fn(*args)`` for every ``args`` on the warm workers; results in order."""
-        import cloudpickle
-
-        payloads = [frame(cloudpickle.dumps((fn, args))) for args in tasks]
+        payloads = [frame(dumps((fn, args))) for args in tasks]
         with self._lock:
             if self._closed:
                 raise RuntimeError("this warm pool is closed")
@@ -171,22 +203,28 @@ class WarmPool:
             return [worker.process.pid for worker in self._workers.values()]
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        """Wait until every worker is ready (``False`` if ``timeout`` passes first)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        """Wait until every worker is ready (``False`` if ``timeout`` passes first;
+        :class:`WorkerStartFailed`, the pool closed, if they cannot start)."""
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while any(w.state is _State.STARTING for w in self._workers.values()):
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._poll(left, [])
-            return True
+            try:
+                while any(w.state is _State.STARTING for w in self._workers.values()):
+                    if deadline - time.monotonic() <= 0:
+                        return False
+                    self._poll(self._wait(deadline), [])
+                    self._check([])
+                return True
+            except BaseException:
+                self.close()
+                raise
 
     def statistics(self) -> PoolStatistics:
         with self._lock:
             return PoolStatistics(
                 started=self._counts["started"],
                 timed_out=self._counts["timeout"],
-                crashed=self._counts["crashed"],
+                crashed=self._counts["crashed"] + self._counts["stopped"],
+                start_timed_out=self._counts["start_timeout"],
                 recycled=self._counts["recycled"],
                 released=self._counts["released"],
                 alive=len(self._workers),
@@ -228,17 +266,38 @@ class WarmPool:
         os.close(tasks_read)
         os.close(results_write)
         os.set_blocking(results_read, False)
-        worker = _Worker(process, tasks_write, results_read)
+        os.set_blocking(tasks_write, False)
+        start = math.inf if self._start_timeout is None else self._start_timeout
+        worker = _Worker(process, tasks_write, results_read, time.monotonic() + start)
         self._workers[results_read] = worker
         self._selector.register(results_read, selectors.EVENT_READ, worker)
         self._counts["started"] += 1
+        worker.outbox += self._init
+        self._flush(worker)  # if it died already, its end of file tells
+
+    def _flush(self, worker: _Worker) -> bool:
+        """Write what the pipe takes of ``worker``'s outbox, the rest when it is writable
+        (a stopped worker never holds the pool); ``False`` if it is dead."""
         try:
-            os.write(tasks_write, self._init)  # small: fits the pipe, never blocks
+            while worker.outbox:
+                del worker.outbox[: os.write(worker.tasks, worker.outbox)]
+        except BlockingIOError:
+            if worker.tasks not in self._selector.get_map():
+                self._selector.register(worker.tasks, selectors.EVENT_WRITE, worker)
+            return True
         except OSError:
-            pass  # it died already: its end of file tells the same
+            worker.outbox.clear()
+            ok = False
+        else:
+            ok = True
+        if worker.tasks in self._selector.get_map():
+            self._selector.unregister(worker.tasks)
+        return ok
 
     def _drop(self, worker: _Worker) -> None:
-        self._selector.unregister(worker.results)
+        for fd in (worker.results, worker.tasks):
+            if fd in self._selector.get_map():
+                self._selector.unregister(fd)
         del self._workers[worker.results]
         _kill(worker)
 
@@ -276,7 +335,6 @@ class WarmPool:
     def _run(self, payloads: list[bytes]) -> list[TaskResult]:
         results: list[TaskResult | None] = [None] * len(payloads)
         queue = collections.deque(range(len(payloads)))
-        failed_starts = 0
         while queue or any(w.state is _State.BUSY for w in self._workers.values()):
             for worker in [w for w in self._workers.values() if w.state is _State.IDLE]:
                 if not queue:
@@ -284,42 +342,80 @@ class WarmPool:
                 task = queue.popleft()
                 if not self._send(worker, task, payloads[task]):
                     queue.appendleft(task)  # it died idle: the task never started
-            busy = [w.deadline for w in self._workers.values() if w.state is _State.BUSY]
-            wait = None
-            if busy and self._timeout is not None:
-                wait = max(0.0, min(busy) - time.monotonic())
-            failed_starts = self._poll(wait, results, failed_starts)
-            now = time.monotonic()
-            for worker in list(self._workers.values()):
-                timed_out = self._timeout is not None and now >= worker.deadline
-                if worker.state is _State.BUSY and timed_out and worker.task is not None:
-                    results[worker.task] = TaskResult("timeout", None)
-                    self._replace(worker, "timeout")
+            self._poll(self._wait(), results)
+            self._check(results)
         return [result for result in results if result is not None]
+
+    def _wait(self, deadline: float = math.inf) -> float | None:
+        """How long the pool may sleep: until the nearest start or task deadline, and no
+        longer than ``_WATCH`` while a worker it waits on may be stopped."""
+        waiting = [w for w in self._workers.values() if w.state is not _State.IDLE]
+        until = min([deadline, *(w.deadline for w in waiting)])
+        if waiting:
+            until = min(until, time.monotonic() + _WATCH)
+        return None if until == math.inf else max(0.0, until - time.monotonic())
+
+    def _check(self, results: list[TaskResult | None]) -> None:
+        """Replace the workers past their start or task deadline, or stopped too long
+        (read what they sent first: :meth:`_poll` runs before)."""
+        now = time.monotonic()
+        for worker in list(self._workers.values()):
+            if worker.state is _State.IDLE:
+                continue
+            if not _stopped(worker.process.pid):
+                worker.stopped_since = None
+            elif worker.stopped_since is None:
+                worker.stopped_since = now
+            stopped = worker.stopped_since is not None and (
+                now - worker.stopped_since >= STOPPED_LIMIT
+            )
+            if not stopped and now < worker.deadline:
+                continue
+            if worker.state is _State.STARTING:
+                why = "stopped" if stopped else "start_timeout"
+                self._start_failed(
+                    worker,
+                    why,
+                    f"warm workers stay stopped (SIGSTOP) for {STOPPED_LIMIT} s as they start"
+                    if stopped
+                    else f"warm workers are not ready within start_timeout="
+                    f"{self._start_timeout} s; their initializers hang?",
+                )
+            else:
+                if worker.task is not None:
+                    outcome: Outcome = "crashed" if stopped else "timeout"
+                    results[worker.task] = TaskResult(outcome, None)
+                self._replace(worker, "stopped" if stopped else "timeout")
+
+    def _start_failed(self, worker: _Worker, why: str, message: str) -> None:
+        self._failed_starts += 1
+        if self._failed_starts >= _START_ATTEMPTS:
+            self._failed_starts = 0
+            self._counts[why] += 1
+            self._drop(worker)
+            raise WorkerStartFailed(f"{message} ({_START_ATTEMPTS} in a row)")
+        self._replace(worker, why)
 
     def _send(self, worker: _Worker, task: int, payload: bytes) -> bool:
         """Hand ``task`` to an idle worker; ``False`` if it turns out to be dead."""
         worker.state, worker.task = _State.BUSY, task
-        # The worker is idle and reads at once: a payload larger than the pipe's buffer
-        # only blocks until it has read it.
-        worker.deadline = time.monotonic() + (self._timeout or 0.0)
-        try:
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(worker.tasks, view) :]
-        except OSError:
+        timeout = math.inf if self._timeout is None else self._timeout
+        worker.deadline = time.monotonic() + timeout
+        worker.outbox += payload
+        if not self._flush(worker):
             worker.task = None
             self._replace(worker, "crashed")
             return False
         return True
 
-    def _poll(
-        self, wait: float | None, results: list[TaskResult | None], failed_starts: int = 0
-    ) -> int:
-        import cloudpickle
-
+    def _poll(self, wait: float | None, results: list[TaskResult | None]) -> None:
         for key, _ in self._selector.select(wait):
             worker: _Worker = key.data
+            if self._workers.get(worker.results) is not worker:
+                continue  # replaced by an earlier event of this round
+            if key.fd == worker.tasks:
+                self._flush(worker)  # a dead worker's end of file tells
+                continue
             try:
                 chunk = os.read(worker.results, 1 << 20)
             except BlockingIOError:
@@ -328,13 +424,15 @@ class WarmPool:
                 chunk = b""
             if not chunk:  # it ended
                 if worker.state is _State.STARTING:
-                    failed_starts += 1
-                    if failed_starts >= _START_ATTEMPTS:
-                        self._drop(worker)
-                        raise WorkerStartFailed(
-                            f"warm workers exit before they are ready (status "
-                            f"{worker.process.returncode}); see their standard error"
-                        )
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        worker.process.wait(_REAP)  # it closed its end: it is ending
+                    self._start_failed(
+                        worker,
+                        "crashed",
+                        f"warm workers exit before they are ready (status "
+                        f"{worker.process.returncode}); see their standard error",
+                    )
+                    continue
                 if worker.task is not None:
                     results[worker.task] = TaskResult("crashed", None)
                 self._replace(worker, "crashed")
@@ -344,14 +442,14 @@ class WarmPool:
                 size = int.from_bytes(worker.buffer[:8], "little")
                 if len(worker.buffer) < 8 + size:
                     break
-                kind, value = cloudpickle.loads(bytes(worker.buffer[8 : 8 + size]))
+                kind, value = pickle.loads(bytes(worker.buffer[8 : 8 + size]))
                 del worker.buffer[: 8 + size]
                 if kind == "init_error":
                     self._drop(worker)
                     raise WorkerStartFailed(f"a warm worker's initializer failed:\n{value}")
                 if kind == "ready":
                     worker.state = _State.IDLE
-                    failed_starts = 0
+                    self._failed_starts = 0
                     continue
                 if worker.task is not None:
                     results[worker.task] = TaskResult(kind, value)
@@ -362,4 +460,3 @@ class WarmPool:
                 ):
                     self._replace(worker, "recycled")
                     break
-        return failed_starts

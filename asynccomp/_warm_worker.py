@@ -3,7 +3,7 @@
 Started by :class:`asynccomp._warm_pool.WarmPool` as the leader of a session of its own
 (so a terminal's Ctrl-C reaches the pool's owner, never a build half done, and a kill of
 the group takes whatever the worker started below it). Every message is a frame: 8 bytes
-of length, then a cloudpickle. The first frame it reads holds the initializers, run once
+of length, then a pickle (:func:`dumps`). The first frame it reads holds the initializers, run once
 as it starts; it answers ``("ready", pid)`` (or ``("init_error", traceback)``), then one
 ``("done", value)`` or ``("error", traceback)`` per ``(fn, args)`` task, until its tasks'
 pipe closes.
@@ -16,6 +16,7 @@ parent (readable once every thread of it has ended, as nvcc's guard does in
 from __future__ import annotations
 
 import os
+import pickle
 import select
 import signal
 import struct
@@ -60,25 +61,32 @@ def frame(payload: bytes) -> bytes:
     return _HEADER.pack(len(payload)) + payload
 
 
-def _send(stream: IO[bytes], message: Any) -> None:
-    import cloudpickle
+def dumps(value: object) -> bytes:
+    """By cloudpickle where it is installed (TVM's extra has it: functions defined
+    anywhere travel), else by pickle (functions of importable modules, by name: enough
+    for the pool itself, which needs no TVM). Either loads with :func:`pickle.loads`."""
+    try:
+        import cloudpickle
+    except ImportError:
+        return pickle.dumps(value)
+    return cloudpickle.dumps(value)  # type: ignore[no-any-return]
 
-    stream.write(frame(cloudpickle.dumps(message)))
+
+def _send(stream: IO[bytes], message: Any) -> None:
+    stream.write(frame(dumps(message)))
     stream.flush()
 
 
 def main(argv: list[str]) -> int:
     tasks_fd, results_fd, parent = (int(arg) for arg in argv)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    import cloudpickle
-
     tasks = os.fdopen(tasks_fd, "rb")
     results = os.fdopen(results_fd, "wb")
     payload = read_frame(tasks)
     if payload is None:
         return 0
     try:
-        for initializer in cloudpickle.loads(payload):
+        for initializer in pickle.loads(payload):
             initializer()
     except BaseException:
         _send(results, ("init_error", traceback.format_exc()))
@@ -86,7 +94,7 @@ def main(argv: list[str]) -> int:
     _send(results, ("ready", os.getpid()))
     while (payload := read_frame(tasks)) is not None:
         try:
-            fn, args = cloudpickle.loads(payload)
+            fn, args = pickle.loads(payload)
             message: tuple[str, Any] = ("done", fn(*args))
         except Exception:  # a failed task is its result; the worker serves on
             message = ("error", traceback.format_exc())

@@ -15,7 +15,7 @@ One tree, so ``except AsyncCompError`` catches everything this library means to 
     │                                       installed, unreachable, no CPU, no node with
     │                                       this process's toolkit)
     ├── WorkerStartFailed (a RuntimeError)  asynccomp.tvm.Builder's warm workers cannot
-    │                                       start (their initializer raised)
+    │                                       start (their initializer raised or hangs)
     └── CompileError                        a job produced no binary (kept in ``result.error``)
         ├── CompileTimeout                  the job ran past its ``timeout`` and was stopped
         ├── ToolkitNotFound                 the compiler it needs is not installed
@@ -192,7 +192,8 @@ class InternalError(CompileError):
 
 class WorkerStartFailed(AsyncCompError, RuntimeError):
     """Warm worker processes (``asynccomp.tvm.Builder``'s) cannot start: their
-    initializer raised (the message holds its traceback) or they keep exiting first."""
+    initializer raised (the message holds its traceback), or they keep exiting first or
+    not getting ready within their ``start_timeout``."""
 
 
 class AsyncCompWarning(UserWarning):

@@ -22,7 +22,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from .._warm_pool import TaskResult, WarmPool
+from .._warm_pool import START_TIMEOUT, TaskResult, WarmPool
 
 #: Defaults: recycle a worker after this many builds or past this resident memory (the
 #: upstream leak, apache/tvm#11096), and end idle workers after this many seconds.
@@ -79,6 +79,7 @@ def _builder_class() -> type:
             max_uses: int | None = MAX_USES,
             max_rss_mib: float | None = MAX_RSS_MIB,
             idle_release: float | None = IDLE_RELEASE,
+            start_timeout: float | None = START_TIMEOUT,
             register: bool = True,
         ) -> None:
             super().__init__()
@@ -96,6 +97,7 @@ def _builder_class() -> type:
                 max_uses=max_uses,
                 max_rss=None if max_rss_mib is None else int(max_rss_mib * 2**20),
                 idle_release=idle_release,
+                start_timeout=start_timeout,
             )
 
         def build(self, build_inputs: list[Any]) -> list[Any]:
@@ -130,6 +132,7 @@ def Builder(  # a function: the class itself needs TVM to exist
     max_uses: int | None = MAX_USES,
     max_rss_mib: float | None = MAX_RSS_MIB,
     idle_release: float | None = IDLE_RELEASE,
+    start_timeout: float | None = START_TIMEOUT,
     register: bool = True,
 ) -> Any:
     """A MetaSchedule builder (``ms.builder.PyBuilder``) on warm worker processes:
@@ -140,7 +143,10 @@ def Builder(  # a function: the class itself needs TVM to exist
     warm by the first batch; ``timeout_sec`` counts a candidate's own build only. A
     worker is replaced when it times out or dies (only its candidate fails), recycled
     after ``max_uses`` builds or past ``max_rss_mib`` MiB resident, and ended after
-    ``idle_release`` seconds without a batch (``None`` disables each). ``register=False``
+    ``idle_release`` seconds without a batch (``None`` disables each). A worker not ready
+    ``start_timeout`` seconds after it starts (TVM's imports take 13-20 s of CPU) is
+    killed and started again; the third in a row raises ``WorkerStartFailed``, as a
+    failing ``initializer`` does. ``register=False``
     leaves TVM's own compile callback in place. ``builder.close()`` ends the workers at
     once; they end with this process anyway. Needs TVM.
     """
@@ -153,5 +159,6 @@ def Builder(  # a function: the class itself needs TVM to exist
         max_uses=max_uses,
         max_rss_mib=max_rss_mib,
         idle_release=idle_release,
+        start_timeout=start_timeout,
         register=register,
     )

@@ -1,0 +1,117 @@
+"""Tasks and initializers for warm pool workers (asynccomp._warm_pool), importable by
+name (the main venv has no cloudpickle: they travel by pickle), and the helpers the warm
+pool tests share."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import psutil
+
+T = TypeVar("T")
+
+_kept: list[bytes] = []
+
+
+def pid() -> int:
+    return os.getpid()
+
+
+def hold(mib: int) -> int:
+    """Allocate ``mib`` MiB, touched (resident), and keep them in the worker."""
+    _kept.append(b"\1" * (mib << 20))
+    return os.getpid()
+
+
+def size(data: bytes) -> int:
+    return len(data)
+
+
+def _claim(gate: Path) -> bool:
+    """Whether this process is the first to get here (it creates ``gate/claimed``, its pid
+    in it)."""
+    try:
+        fd = os.open(gate / "claimed", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
+def _wait_open(gate: Path) -> None:
+    while not (gate / "open").exists():
+        time.sleep(0.05)
+
+
+def start_never_ready(gate: str) -> None:
+    """An initializer that hangs until ``gate/open`` exists, once it has added its
+    worker's pid to ``gate/started``."""
+    with open(Path(gate) / "started", "a") as started:
+        started.write(f"{os.getpid()}\n")
+    _wait_open(Path(gate))
+
+
+def first_start_hangs(gate: str) -> None:
+    """An initializer that hangs (until ``gate/open`` exists) in the first worker only."""
+    if _claim(Path(gate)):
+        _wait_open(Path(gate))
+
+
+def first_task_hangs(gate: str) -> int:
+    """A task that hangs (until ``gate/open`` exists) in the first worker to claim it."""
+    if _claim(Path(gate)):
+        _wait_open(Path(gate))
+    return os.getpid()
+
+
+def claimed(gate: Path, within: float) -> int:
+    """The pid in ``gate/claimed``, once it is there."""
+    deadline = time.monotonic() + within
+    while not (gate / "claimed").exists() or not (gate / "claimed").read_text():
+        assert time.monotonic() < deadline, "nothing claimed the gate"
+        time.sleep(0.05)
+    return int((gate / "claimed").read_text())
+
+
+def gone(pids: list[int]) -> bool:
+    for each in pids:
+        try:
+            if psutil.Process(each).status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            continue
+    return True
+
+
+def wait_gone(pids: list[int], within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while not gone(pids):
+        assert time.monotonic() < deadline, f"{pids} outlived their pool"
+        time.sleep(0.05)
+
+
+def within(seconds: float, call: Callable[[], T], what: str) -> T:
+    """``call()`` in a thread, failing the test if it has not returned after ``seconds``
+    (then the test's cleanup must unblock it: it is not killed)."""
+    out: list[T] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(call())
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"{what} still waits after {seconds} s"
+    if errors:
+        raise errors[0]
+    return out[0]
