@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -211,3 +212,20 @@ def test_a_pool_never_used_releases_its_workers(start: float) -> None:
         assert result.outcome == "done" and result.value not in first
     finally:
         pool.close()
+
+
+def test_the_builder_without_apache_tvm_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No TVM, or another one (TileLang ships its own ``tvm``, without MetaSchedule's
+    builder API): an ImportError naming what to install, not a bare missing module."""
+    import asynccomp.tvm
+    from asynccomp.tvm import _ms_builder
+
+    monkeypatch.setitem(sys.modules, "tvm.ir.utils", None)  # its import raises ImportError
+    _ms_builder._builder_class.cache_clear()
+    try:
+        with pytest.raises(ImportError, match=r"pip install 'asynccomp\[tvm\]'"):
+            asynccomp.tvm.Builder(max_workers=1)
+    finally:
+        _ms_builder._builder_class.cache_clear()

@@ -57,13 +57,19 @@ def _result(task: TaskResult, timeout_sec: float) -> Any:
 
 @functools.cache
 def _builder_class() -> type:
-    from tvm.ir.utils import derived_object
-    from tvm.s_tir.meta_schedule.builder import PyBuilder
-    from tvm.s_tir.meta_schedule.builder.local_builder import (
-        _serialize_params,
-        _worker_func,
-    )
-    from tvm.s_tir.meta_schedule.utils import cpu_count
+    try:
+        from tvm.ir.utils import derived_object
+        from tvm.s_tir.meta_schedule.builder import PyBuilder
+        from tvm.s_tir.meta_schedule.builder.local_builder import (
+            _serialize_params,
+            _worker_func,
+        )
+        from tvm.s_tir.meta_schedule.utils import cpu_count
+    except ImportError as exc:  # no TVM, or another one (TileLang ships its own `tvm`)
+        raise ImportError(
+            "asynccomp.tvm.Builder needs Apache TVM 0.27's MetaSchedule "
+            f"(pip install 'asynccomp[tvm]'): {exc}"
+        ) from exc
 
     class WarmBuilder(PyBuilder):  # type: ignore[misc]
         """``LocalBuilder`` on warm workers that outlive the batch."""
