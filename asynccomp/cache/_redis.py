@@ -417,24 +417,20 @@ class RedisCache(RemoteCache):
         can: it is reached, takes the login, answers ``PING`` and a read (of a key no
         entry has). For ``asynccomp doctor`` and ``asynccomp cache stats``: a wrong
         password is not an unreachable server."""
+        logged_in = False
         try:
             await self._request("PING")
-        except RedisError as exc:
-            return _refusal(str(exc), self._password is not None)
-        except (OSError, TimeoutError) as exc:
-            return f"not reachable: {exc or type(exc).__name__}"
-        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
-            return "reachable, but it closed the connection (is it a Redis server?)"
-        except (anyio.DelimiterNotFound, ValueError):
-            return "reachable, but it does not speak Redis's protocol"
-        try:
+            logged_in = True
             # A read that brings nothing back whatever is stored there (anyone who can
             # reach the Redis may write at any name): the length of a name no entry has.
             await self._request("STRLEN", self.namespace + "probe")
         except RedisError as exc:
+            if not logged_in:
+                return _refusal(str(exc), self._password is not None)
             return f"reachable and logged in, but it refused a read: {exc}"
         except (OSError, TimeoutError) as exc:
-            return f"reachable, but a read failed: {exc or type(exc).__name__}"
+            why = exc or type(exc).__name__
+            return f"reachable, but a read failed: {why}" if logged_in else f"not reachable: {why}"
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
             return "reachable, but it closed the connection (is it a Redis server?)"
         except (anyio.DelimiterNotFound, ValueError):
