@@ -15,13 +15,14 @@ Example::
 
     anyio.run(main)
 
-How it works is in :mod:`asynccomp._scheduler` (planning, the cache, coalescing of
-identical jobs, longest-first dispatch).
+How it works is in :mod:`asynccomp._front` (planning, results, dumps) and
+:mod:`asynccomp._scheduler` (the cache, coalescing of identical jobs, longest-first
+dispatch).
 """
 
 from __future__ import annotations
 
-from ._scheduler import CompletedResults, Engine, EngineState
+from ._front import CompletedResults, Engine, EngineState
 from ._scheduler._limits import default_workers
 from .statistics import EngineStatistics
 

@@ -1,7 +1,7 @@
 """The client side: :class:`ServerClient`, the runner of an engine on a compile server.
 
 An ``Engine(server=...)`` plans, renders, builds results, writes dumps and counts as
-every engine does (:mod:`asynccomp._scheduler`); only its compiles run on the server,
+every engine does (:mod:`asynccomp._front`); only its compiles run on the server,
 through a :class:`ServerClient` (a :class:`~asynccomp.runner.Runner`). A call's requests
 go out in messages of bounded size as the engine plans them; each comes back as an
 outcome (compiled, from the server's cache, or shared with an identical compile of any

@@ -25,6 +25,7 @@ from pathlib import Path
 import anyio.abc
 import anyio.to_thread
 
+from .._scheduler.local import MakeBackends, check_arch, start_local
 from ..backends import CompilerBackend
 from ..cache import RemoteCache, ResultCache
 from ..config import EngineConfig
@@ -35,7 +36,6 @@ from ..toolkit import Toolkit
 from ._dumps import DumpRegistry
 from ._front import Front
 from ._plan import Planner
-from .local import MakeBackends, check_arch, start_local
 
 __all__ = ("Parts", "assemble")
 

@@ -30,6 +30,7 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
+from .._scheduler.local import Tally
 from ..cache._relocate import base_dir_from_environment
 from ..cost import CostModel
 from ..errors import CompileTimeout
@@ -41,7 +42,6 @@ from ._batch import Batch
 from ._dumps import DumpRegistry
 from ._plan import Outline, PlannedJob, Planner
 from ._results import from_outcome, internal_failure, with_warnings
-from ._tally import Tally
 
 __all__ = ("CHUNK", "Front")
 

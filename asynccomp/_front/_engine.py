@@ -18,6 +18,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from .._scheduler.local import check_arch, default_backends, local_workers, remote_cache
 from ..config import EngineConfig, NvrtcModeSetting
 from ..cost import CostModel
 from ..errors import InvalidJob
@@ -30,7 +31,6 @@ from ._batch import Batch
 from ._completed import CompletedResults
 from ._lifecycle import EngineState, Lifecycle
 from ._view import EngineView, NvrtcMode
-from .local import check_arch, default_backends, local_workers, remote_cache
 
 if TYPE_CHECKING:
     from ..backends import CompilerBackend
