@@ -72,7 +72,7 @@ import psutil  # noqa: E402
 
 from asynccomp import AsyncCompError, CompileJob, CompileResult, Engine  # noqa: E402
 from asynccomp import server as compile_server  # noqa: E402
-from asynccomp.backends._nvrtc_pool import python_path  # noqa: E402
+from asynccomp._os import python_path  # noqa: E402
 from asynccomp.server import ServerPaths, server_paths, start_server  # noqa: E402
 
 ARCH = "sm_90a"
