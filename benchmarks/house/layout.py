@@ -3,8 +3,9 @@
 Reads ``asynccomp/`` (or ``--root``) as text with :mod:`ast`; imports nothing of it.
 An import inside ``if TYPE_CHECKING:`` is left out (it never runs); every other import
 counts, a function-local one too (it runs when the function does: a cycle it closes is
-a cycle). ``from package import name`` is an edge to the package's ``__init__.py`` and,
-where ``name`` is a submodule, to that module. Cycles are the strongly connected
+a cycle). ``from package import name`` is an edge to the package's ``__init__.py`` where ``name``
+is defined there, to the module where ``name`` is a submodule (the parent package that
+every submodule import runs first is no edge). Cycles are the strongly connected
 components of that graph with more than one module.
 
     python -m benchmarks.house.layout                 # this checkout
@@ -82,7 +83,12 @@ def graph(root: Path) -> tuple[dict[str, Path], dict[str, set[str]], list[tuple[
                     anchor = package.split(".")
                     anchor = anchor[: len(anchor) - (node.level - 1)]
                     base = ".".join([*anchor, base] if base else anchor)
-                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+                submodules = [f"{base}.{alias.name}" for alias in node.names]
+                # ``from package import submodule`` needs the package only as every
+                # submodule import does (its parent, never counted); a name defined
+                # in the package's __init__.py is an edge to it.
+                taken = [s for s in submodules if s not in modules]
+                targets = submodules + ([base] if taken or not submodules else [])
             for target in targets:
                 if target in modules and target != name:
                     edges[name].add(target)
