@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from benchmarks import REPO
 
 
 def module_name(path: Path, root: Path) -> str:
