@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from .._os import empty_folder
 from .._scheduler.local import (
     LocalRunner,
     Scheduler,
@@ -42,7 +43,6 @@ from .._scheduler.local import (
     start_local,
 )
 from .._version import __version__
-from ..backends._base import empty_folder
 from ..config import EngineConfig
 from ..errors import ServerError
 from ..toolkit import Toolkit
