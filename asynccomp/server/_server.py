@@ -43,8 +43,8 @@ from .._scheduler.local import (
 )
 from .._version import __version__
 from ..backends._base import empty_folder
-from ..config import EngineConfig
-from ..errors import ServerError
+from ..config import InProcess, OnRay
+from ..errors import ServerError, SettingsError
 from ..toolkit import Toolkit
 from ._forms import toolkit_to
 from ._paths import ServerPaths
@@ -60,8 +60,10 @@ DEFAULT_IDLE_TIMEOUT = 300.0
 
 
 class Server:
-    """A compile server on ``paths`` (see :mod:`._paths`), compiling with ``config``'s
-    runner settings (workers, cache, executor; job settings are each client's).
+    """A compile server on ``paths`` (see :mod:`._paths`), compiling as ``mode`` says:
+    :class:`~asynccomp.config.InProcess` (its workers, cache, toolkit; the default) or
+    :class:`~asynccomp.config.OnRay` (job settings are each client's; from
+    ``Engine(...)``'s keywords, :func:`~asynccomp.config.server_mode` makes one).
 
     ``warm``: start every NVRTC worker (and compile a small program in each) as soon as
     the server listens. Off by default: workers start as jobs need them, and stay warm
@@ -82,21 +84,23 @@ class Server:
         self,
         paths: ServerPaths,
         *,
-        config: EngineConfig | None = None,
+        mode: InProcess | OnRay | None = None,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         warm: bool = False,
         write_timeout: float = WRITE_TIMEOUT,
     ) -> None:
         self.paths = paths
         self.write_timeout = write_timeout
-        self.config = config or EngineConfig()
-        self.config.check("server")  # the rules every mode refuses settings by
+        self.mode = InProcess() if mode is None else mode
+        if not isinstance(self.mode, (InProcess, OnRay)):
+            raise SettingsError("mode", self.mode, "must be InProcess or OnRay")
         self.idle_timeout = idle_timeout
         self.warm = warm
         self.started = time.time()
         self._tally = Tally()
-        self._remote = remote_cache(self.config.remote_cache) if self.config.cache else None
-        self._workers, self._mode = local_workers(self.config)
+        cache = self.mode.cache
+        self._remote = remote_cache(cache.remote_cache) if cache.cache else None
+        self._workers, self._nvrtc_mode = local_workers(self.mode.workers)
         self._local: LocalRunner | None = None
         self._sessions: set[Session] = set()
         self._idle_since = time.monotonic()
@@ -184,11 +188,12 @@ class Server:
                 contextlib.AsyncExitStack() as stack,
             ):
                 self._local = await start_local(
-                    self.config,
+                    self.mode,
+                    arch=None,  # each client's
                     remote=self._remote,
                     workers=self._workers,
                     make_backends=lambda toolkit: default_backends(
-                        toolkit, self._mode, self._workers, self.config.arch
+                        toolkit, self._nvrtc_mode, self._workers, None
                     ),
                     task_group=background,
                     stack=stack,
@@ -331,7 +336,7 @@ class Server:
             if cache is None or cache.remote is None
             else cache.remote.auth.key_id,
             "slots": None if local is None else dict(local.scheduler.slots()),
-            "nvrtc_mode": self._mode,
+            "nvrtc_mode": self._nvrtc_mode,
             "executor": "ray" if local is not None and local.on_cluster else "local",
             "where": None if local is None else local.scheduler.where,
         }
