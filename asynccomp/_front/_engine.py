@@ -183,7 +183,7 @@ class Engine(EngineView):
         if not isinstance(config, EngineConfig):
             raise SettingsError("config", config, "must be an asynccomp.config.EngineConfig")
         if runner is not None:  # the rules of Engine(runner=...): a job config alone
-            engine_config({**config.keywords(), "server": None}, custom_runner=runner)
+            engine_config(config.keywords(), custom_runner=runner)
         engine._setup(config, runner)
         return engine
 

@@ -107,6 +107,15 @@ def _refuse(given: Sequence[str], values: Mapping[str, object], owner: str, how:
         raise SettingsError(name, values[name], f"{', '.join(given)} belong to {whose}: {how}")
 
 
+def _refuse_with(given: Sequence[str], values: Mapping[str, object], what: str, how: str) -> None:
+    """A :class:`~asynccomp.SettingsError` naming the first setting ``given`` alongside
+    ``what`` (a mode object, a runner), which holds where the compiles run."""
+    if given:
+        raise SettingsError(
+            given[0], values[given[0]], f"{', '.join(given)} given with {what}: {how}"
+        )
+
+
 def _full(settings: Mapping[str, object]) -> dict[str, object]:
     unknown = [name for name in settings if name not in DEFAULTS]
     if unknown:
@@ -163,20 +172,20 @@ def engine_config(
             raise SettingsError(
                 "mode", mode, "a runner of one's own runs the compiles: give a mode or a runner"
             )
-        _refuse(
+        _refuse_with(
             [name for name in given if name != "toolkit"],
-            {**values, "runner": custom_runner},
-            "runner",
+            values,
+            "runner=...",
             "a runner of one's own runs the compiles as it will (the engine takes the job "
             "settings, and `toolkit`, which it renders jobs with)",
         )
         return EngineConfig(job, InProcess(toolkit=values["toolkit"]))  # type: ignore[arg-type]
     if mode is not None:
-        _refuse(
+        _refuse_with(
             given,
-            {**values, "mode": mode},
-            "mode",
-            f"set them in the mode object ({type(mode).__name__}(...)), or leave mode=None",
+            values,
+            f"mode={type(mode).__name__}(...)",
+            "the mode object says where the compiles run: set them there, or leave mode=None",
         )
         return EngineConfig(job, mode)
     server = parse_server(values["server"])
@@ -189,7 +198,9 @@ def engine_config(
             "server",
             "set them on `asynccomp serve`, or leave server=None to compile in this process",
         )
-        return EngineConfig(job, OnServer(server, remote_cache=False if cache.remote_cache is False else None))
+        return EngineConfig(
+            job, OnServer(server, remote_cache=False if cache.remote_cache is False else None)
+        )
     toolkit: Any = values["toolkit"]
     if values["executor"] is not None:
         return EngineConfig(job, OnRay(values["executor"], workers, cache, toolkit))  # type: ignore[arg-type]
