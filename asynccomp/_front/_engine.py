@@ -34,6 +34,7 @@ from ..cost import CostModel
 from ..errors import InvalidJob, SettingsError
 from ..job import CompileJob
 from ..result import CompileResult
+from ..runner import Runner
 from ..statistics import EngineStatistics
 from ..toolkit import Toolkit
 from ._assembly import assemble
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
     from ..backends import CompilerBackend
     from ..cache import RemoteCache
     from ..ray import RayExecutor
-    from ..runner import Runner
 
 __all__ = ("Engine", "EngineState")
 
@@ -198,11 +198,8 @@ class Engine(EngineView):
             )
             self._nvrtc_mode, self._local_workers = local.nvrtc_mode, local.worker_counts
             self._runner = local
-        elif runner is not None:
-            from ..runner import Runner
-
-            if not isinstance(runner, Runner):
-                raise SettingsError("runner", runner, "must be an asynccomp.runner.Runner")
+        elif runner is not None and not isinstance(runner, Runner):
+            raise SettingsError("runner", runner, "must be an asynccomp.runner.Runner")
         model = config.job.cost_model
         self.cost_model = CostModel() if model is None else model
         self._life = Lifecycle()
