@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from ._groups import CacheSettings, JobSettings, NvrtcModeSetting, WorkerSettings
 from ._keywords import DEFAULTS, JOB_SETTINGS, KEYWORDS, EngineConfig, engine_config, server_mode
-from ._modes import SERVER_OFF, SERVER_ON, InProcess, OnRay, OnServer, RunMode, parse_server
+from ._modes import InProcess, OnRay, OnServer, RunMode, parse_server
 
 __all__ = (
     "CacheSettings",
@@ -61,8 +61,6 @@ __all__ = (
     "OnRay",
     "OnServer",
     "RunMode",
-    "SERVER_OFF",
-    "SERVER_ON",
     "WorkerSettings",
     "engine_config",
     "parse_server",
