@@ -32,19 +32,11 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from .._scheduler.local import (
-    LocalRunner,
-    Scheduler,
-    Tally,
-    default_backends,
-    local_workers,
-    remote_cache,
-    start_local,
-)
+from .._scheduler.local import InProcessRunner, LocalRunner, Scheduler, Tally
 from .._version import __version__
 from ..backends._base import empty_folder
 from ..config import InProcess, OnRay
-from ..errors import ServerError, SettingsError
+from ..errors import ServerError
 from ..toolkit import Toolkit
 from ._forms import toolkit_to
 from ._paths import ServerPaths
@@ -91,16 +83,14 @@ class Server:
     ) -> None:
         self.paths = paths
         self.write_timeout = write_timeout
-        self.mode = InProcess() if mode is None else mode
-        if not isinstance(self.mode, (InProcess, OnRay)):
-            raise SettingsError("mode", self.mode, "must be InProcess or OnRay")
+        # The one scheduler every client's jobs go to: its settings are checked (and a
+        # remote tier made) now, as an engine's are.
+        self._runner = InProcessRunner(mode)
+        self.mode: InProcess | OnRay = self._runner.mode
         self.idle_timeout = idle_timeout
         self.warm = warm
         self.started = time.time()
         self._tally = Tally()
-        cache = self.mode.cache
-        self._remote = remote_cache(cache.remote_cache) if cache.cache else None
-        self._workers, self._nvrtc_mode = local_workers(self.mode.workers)
         self._local: LocalRunner | None = None
         self._sessions: set[Session] = set()
         self._idle_since = time.monotonic()
@@ -187,17 +177,9 @@ class Server:
                 anyio.create_task_group() as background,
                 contextlib.AsyncExitStack() as stack,
             ):
-                self._local = await start_local(
-                    self.mode,
-                    arch=None,  # each client's
-                    remote=self._remote,
-                    workers=self._workers,
-                    make_backends=lambda toolkit: default_backends(
-                        toolkit, self._nvrtc_mode, self._workers, None
-                    ),
-                    task_group=background,
-                    stack=stack,
-                )
+                stack.push_async_callback(self._runner.aclose)
+                await self._runner.start(background)
+                self._local = self._runner.started
                 async with anyio.create_task_group() as serving:
                     serving.start_soon(listener.serve, self._handle)
                     serving.start_soon(self._watch_idle)
@@ -336,7 +318,7 @@ class Server:
             if cache is None or cache.remote is None
             else cache.remote.auth.key_id,
             "slots": None if local is None else dict(local.scheduler.slots()),
-            "nvrtc_mode": self._nvrtc_mode,
+            "nvrtc_mode": self._runner.nvrtc_mode,
             "executor": "ray" if local is not None and local.on_cluster else "local",
             "where": None if local is None else local.scheduler.where,
         }
