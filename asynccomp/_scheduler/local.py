@@ -238,7 +238,10 @@ def _make_cache(settings: CacheSettings, remote: RemoteCache | None) -> ResultCa
         disk = None
     else:
         disk = default_cache_dir() if settings.cache_dir is None else Path(settings.cache_dir)
-    disk_bytes, _ = max_size(disk, settings.disk_cache_bytes)
+    try:
+        disk_bytes, _ = max_size(disk, settings.disk_cache_bytes)
+    except InvalidJob as exc:  # $ASYNCCOMP_CACHE_MAX_SIZE, or the folder's: a setting
+        raise SettingsError(exc.field, exc.value, exc.problem) from None
     return ResultCache(
         disk,
         memory_bytes=settings.memory_cache_bytes,
