@@ -27,7 +27,7 @@ import anyio.to_thread
 
 from .._scheduler.local import MakeBackends, check_arch, start_local
 from ..backends import CompilerBackend
-from ..cache import RemoteCache, ResultCache
+from ..cache import RemoteCache, TieredCache
 from ..config import EngineConfig
 from ..cost import CostModel
 from ..errors import AsyncCompWarning, ServerError
@@ -47,7 +47,7 @@ class Parts:
     toolkit: Toolkit
     runner: Runner
     front: Front
-    cache: ResultCache | None
+    cache: TieredCache | None
     on_cluster: bool
 
 

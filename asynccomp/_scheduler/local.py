@@ -18,7 +18,7 @@ import anyio.abc
 import anyio.to_thread
 
 from ..backends import CompilerBackend
-from ..cache import RemoteCache, ResultCache
+from ..cache import RemoteCache, TieredCache, open_cache
 from ..config import EngineConfig
 from ..errors import InvalidJob
 from ..gpu import local_gpu_arch
@@ -62,7 +62,7 @@ class LocalRunner:
     toolkit: Toolkit
     scheduler: Scheduler
     renderers: Mapping[str, CompilerBackend]  # the local backends (they render every job)
-    cache: ResultCache | None
+    cache: TieredCache | None
     on_cluster: bool
 
 
@@ -76,8 +76,6 @@ async def start_local(
     stack: contextlib.AsyncExitStack,
 ) -> LocalRunner:
     """Start the local scheduler: toolkit, cache, backends (or the Ray executor's)."""
-    from ..cache._remote import RemoteWriter
-
     # The first lookup runs nvcc --version: keep it off the event loop.
     toolkit = (
         config.toolkit
@@ -89,7 +87,7 @@ async def start_local(
         await anyio.to_thread.run_sync(local_gpu_arch)
     else:
         check_arch(toolkit, "nvrtc", config.arch, "Engine(arch=...)")
-    cache = await anyio.to_thread.run_sync(_make_cache, config, remote)
+    cache = await anyio.to_thread.run_sync(_make_cache, config, toolkit, remote)
     local = backends = make_backends(toolkit)
     slots = dict(workers)
     shared_slots = on_cluster = False
@@ -100,16 +98,10 @@ async def start_local(
             backends, actors, where = started
             slots = dict.fromkeys(backends, actors)
             shared_slots = on_cluster = True  # an actor runs either compiler
-    writer = None
-    if cache is not None and cache.remote is not None:
-        stats = cache.stats
-        writer = RemoteWriter(cache.remote, stored=lambda: stats.add(remote_stores=1))
     scheduler = Scheduler(
-        toolkit=toolkit,
         backends=backends,
         slots=slots,
         cache=cache,
-        writer=writer,
         shared_slots=shared_slots,
         where=where,
     )
@@ -135,22 +127,23 @@ def default_backends(
     }
 
 
-def _make_cache(config: EngineConfig, remote: RemoteCache | None) -> ResultCache | None:
+def _make_cache(
+    config: EngineConfig, toolkit: Toolkit, remote: RemoteCache | None
+) -> TieredCache | None:
     """Blocking: the engine's cache (``None`` when caching is off)."""
     from ..cache import default_cache_dir
-    from ..cache._settings import max_size
 
     if not config.cache:
         return None
     if config.cache_dir is False:
-        disk = None
+        folder = None
     else:
-        disk = default_cache_dir() if config.cache_dir is None else Path(config.cache_dir)
-    disk_bytes, _ = max_size(disk, config.disk_cache_bytes)
-    return ResultCache(
-        disk,
+        folder = default_cache_dir() if config.cache_dir is None else Path(config.cache_dir)
+    return open_cache(
+        toolkit,
+        folder=folder,
         memory_bytes=config.memory_cache_bytes,
-        disk_bytes=disk_bytes,
+        disk_bytes=config.disk_cache_bytes,
         cache_failures=config.cache_failures,
         remote=remote,
     )

@@ -43,6 +43,7 @@ from ._base import (
     CompilerBackend,
     PreparedCompile,
     add_shared_options,
+    empty_folder,
     safe_stem,
     with_caller_folders,
 )
@@ -161,6 +162,11 @@ class NvrtcBackend(CompilerBackend):
 
     def worker_count(self) -> int:
         return len(self.pool.worker_pids()) if self.pool is not None else 0
+
+    def quote_folder(self) -> str:
+        # A worker process works in an empty folder (threads mode goes on in workers
+        # once a thread was abandoned): NVRTC finds nothing there.
+        return empty_folder() if self.pool is not None else super().quote_folder()
 
     async def aclose(self) -> None:
         if self.pool is not None:
