@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from asynccomp.cache._results import CacheStats
 
 from asynccomp import CompileJob, Engine, InvalidJob
+from asynccomp.cache import CacheStats
 
 from .kernels import ARCH, scale_kernel
 from .servers import running_server, server_folder

@@ -100,7 +100,7 @@ class _Item:
 class Scheduler(Runner):
     """Compiles on ``backends`` (by name), ``slots[name]`` at once each (one set of slots
     for all of them with ``shared_slots``: a cluster's actors run either compiler),
-    answering from ``cache`` when it can (:class:`~asynccomp.cache.NoCache`: none)."""
+    answering from ``cache`` when it can (none: :class:`~asynccomp.cache._tiered.NoCache`)."""
 
     def __init__(
         self,
@@ -217,6 +217,10 @@ class Scheduler(Runner):
         """End the cache hits among ``items``; queue (or coalesce) the misses. Whatever
         the cache has not answered by the earliest timeout of their jobs is a miss."""
         keyed = [item for item in items if item.key is not None]
+        if not keyed:  # no cache
+            for item in items:
+                self._enqueue(item)
+            return
         timeouts = [i.prepared.timeout for i in keyed if i.prepared.timeout is not None]
         hits = await self.cache.lookup(
             [item.key for item in keyed if item.key is not None],

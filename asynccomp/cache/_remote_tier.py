@@ -157,6 +157,7 @@ class RemoteWriter:
         """Stop taking entries; wait up to ``drain`` seconds for the queued ones."""
         self._send.close()
         if not self._running:  # never started (a cache that was not): nothing to wait for
+            self._receive.close()
             return
         with anyio.move_on_after(self.drain, shield=True):
             await self._done.wait()
