@@ -18,7 +18,14 @@ import anyio.abc
 import anyio.to_thread
 
 from ..backends import CompilerBackend
-from ..cache import RemoteCache, TieredCache, open_cache
+from ..cache import (
+    RemoteCache,
+    TieredCache,
+    default_cache_dir,
+    open_cache,
+    remote_cache_from_environment,
+    remote_cache_from_url,
+)
 from ..config import EngineConfig
 from ..errors import InvalidJob
 from ..gpu import local_gpu_arch
@@ -131,8 +138,6 @@ def _make_cache(
     config: EngineConfig, toolkit: Toolkit, remote: RemoteCache | None
 ) -> TieredCache | None:
     """Blocking: the engine's cache (``None`` when caching is off)."""
-    from ..cache import default_cache_dir
-
     if not config.cache:
         return None
     if config.cache_dir is False:
@@ -153,8 +158,6 @@ def remote_cache(value: object) -> RemoteCache | None:
     """The remote tier ``remote_cache`` asks for, made (not connected) and checked now:
     a bad URL, or a missing key, is :class:`~asynccomp.InvalidJob` as the engine is made;
     ``None`` reads ``$ASYNCCOMP_REMOTE_CACHE``."""
-    from ..cache import remote_cache_from_environment, remote_cache_from_url
-
     if value is False:
         return None
     if value is None:
