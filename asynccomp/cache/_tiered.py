@@ -71,7 +71,11 @@ class Cache(abc.ABC):
     async def lookup(
         self, keys: Sequence[CacheKey], *, within: float | None = None
     ) -> list[Cached | None]:
-        """Each key's hit, ``None`` for a miss, in ``within`` seconds at most."""
+        """Each key's hit, ``None`` for a miss, in ``within`` seconds at most.
+
+        Checkpoints only when a tier or a check waits (a thread, the network): a chunk
+        of memory hits makes no pass through the event loop (one cost 30 us of a 270 us
+        hit, measured), so the caller checkpoints once per chunk."""
 
     @abc.abstractmethod
     def store(
@@ -104,7 +108,6 @@ class NoCache(Cache):
     async def lookup(
         self, keys: Sequence[CacheKey], *, within: float | None = None
     ) -> list[Cached | None]:
-        await anyio.lowlevel.checkpoint()
         return [None] * len(keys)
 
     def store(
@@ -171,7 +174,6 @@ class TieredCache(Cache):
     async def lookup(
         self, keys: Sequence[CacheKey], *, within: float | None = None
     ) -> list[Cached | None]:
-        await anyio.lowlevel.checkpoint()  # always, whichever tiers answer
         limit = LOOKUP_LIMIT if within is None else min(LOOKUP_LIMIT, within)
         deadline = anyio.current_time() + limit
         found: list[CacheEntry | None] = [None] * len(keys)
@@ -192,14 +194,15 @@ class TieredCache(Cache):
             verdicts = await self._check(entries, keys, deadline)
             asking = []
             for i, entry in entries.items():
-                if verdicts[i] is True:
+                if verdicts.get(i, True) is True:
                     found[i] = entry
                     continue
                 stale[i] |= verdicts[i] is False  # else: not checked in time
                 first[i] = source[i] + 1
                 if first[i] < len(self.tiers) and anyio.current_time() < deadline:
                     asking.append(i)
-        await self._backfill(keys, found, source)
+        if any(source):
+            await self._backfill(keys, found, source)
         hits = {tier.kind: 0 for tier in self.tiers}
         for entry, t in zip(found, source, strict=True):
             if entry is not None:
@@ -214,17 +217,17 @@ class TieredCache(Cache):
     async def _check(
         self, entries: dict[int, CacheEntry], keys: Sequence[CacheKey], deadline: float
     ) -> dict[int, bool | None]:
-        """Whether each entry's dependencies hold (``None``: not known by the
-        deadline), the cheapest checks first: one entry with many large headers does
-        not cost the others their answers."""
-        verdicts: dict[int, bool | None] = dict.fromkeys(entries, True)
+        """Whether the dependencies of each entry that has some hold (``None``: not
+        known by the deadline), the cheapest checks first: one entry with many large
+        headers does not cost the others their answers."""
         checks = [i for i, entry in entries.items() if has_dependencies(entry)]
+        if not checks:
+            return {}
         checks.sort(key=lambda i: check_cost(entries[i]))
         answers = await self.pools.each(
             "checks", _fresh, [(entries[i], keys[i].cwd) for i in checks], deadline=deadline
         )
-        verdicts.update(zip(checks, answers, strict=True))
-        return verdicts
+        return dict(zip(checks, answers, strict=True))
 
     async def _backfill(
         self, keys: Sequence[CacheKey], found: Sequence[CacheEntry | None], source: Sequence[int]
