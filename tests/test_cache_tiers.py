@@ -14,6 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+import pytest
+
+import asynccomp.cache._tiered as tiered_module
 from asynccomp import CompileJob, Engine
 from asynccomp.cache import CacheEntry, CacheKey, CacheStats, DiskCache, MemoryCache
 from asynccomp.cache._compile_key import KeyMaker
@@ -46,7 +49,7 @@ class DictTier(Tier):
         self.entries.update(entries)
 
 
-def _tiered(folder: Path, *tiers: Tier) -> tuple[TieredCache, MemoryCache, DiskCache]:
+def _cache_of(folder: Path, *tiers: Tier) -> tuple[TieredCache, MemoryCache, DiskCache]:
     memory, disk = MemoryCache(2**20), DiskCache(folder)
     cache = TieredCache(
         [MemoryTier(memory), DiskTier(disk), *tiers],
@@ -80,7 +83,7 @@ def _lookups(stats: CacheStats) -> int:
 
 async def test_a_hit_of_a_tier_of_ones_own_is_kept_in_the_faster_tiers(tmp_path: Path) -> None:
     store = DictTier()
-    cache, memory, disk = _tiered(tmp_path / "cache", store)
+    cache, memory, disk = _cache_of(tmp_path / "cache", store)
     store.entries[KEY] = _entry(b"from the store")
     [hit] = await cache.lookup([CacheKey(KEY)])
     assert hit is not None and hit.output.binary == b"from the store"
@@ -95,7 +98,7 @@ async def test_a_store_writes_every_tier_and_the_fastest_before_the_block(tmp_pa
     from asynccomp.backends import BackendOutput, PreparedCompile
 
     store = DictTier()
-    cache, memory, disk = _tiered(tmp_path / "cache", store)
+    cache, memory, disk = _cache_of(tmp_path / "cache", store)
     prepared = PreparedCompile("nvrtc", "cubin", ARCH, "__global__ void k() {}", "k.cu", ())
     key = cache.key(prepared)
     output = BackendOutput("ok", b"\x7fELF", "", dependencies=())
@@ -111,7 +114,7 @@ async def test_a_store_writes_every_tier_and_the_fastest_before_the_block(tmp_pa
 async def test_an_entry_whose_header_changed_falls_through_to_a_slower_tiers_fresh_one(
     tmp_path: Path,
 ) -> None:
-    cache, memory, disk = _tiered(tmp_path / "cache")
+    cache, memory, disk = _cache_of(tmp_path / "cache")
     old = _header(tmp_path, b"#define FACTOR 2.0f\n")
     memory.put(KEY, _entry(b"old", [old]))
     new = _header(tmp_path, b"#define FACTOR 3.0f\n")  # same size, another digest
@@ -161,3 +164,20 @@ async def test_an_engine_answers_from_the_disk_entry_another_engine_wrote_after_
         counts = a.cache.stats.as_dict()
     assert (counts["stale"], counts["disk_hits"], counts["misses"]) == (1, 1, 1)
     assert a.statistics().compiled == 1
+
+
+async def test_a_failure_to_record_a_compile_costs_its_entry_not_its_result(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in recording")
+
+    monkeypatch.setattr(tiered_module, "record", broken)
+    job = CompileJob('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }', name="k")
+    async with Engine(arch=ARCH, cache_dir=False, nvrtc_mode="threads") as engine:
+        first = await engine.compile(job)
+        second = await engine.compile(job)
+        assert engine.cache is not None
+        stores = engine.cache.stats.as_dict()["stores"]
+    assert first.ok and second.ok and not second.cached, (first.error, second.error)
+    assert stores == 0 and "recording 'k.cu' for the cache failed" in caplog.text
