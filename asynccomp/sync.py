@@ -39,7 +39,7 @@ from .result import CompileResult
 from .toolkit import Toolkit
 
 if TYPE_CHECKING:
-    from .cache import ResultCache
+    from .cache import TieredCache
 
 __all__ = ("SyncEngine", "SyncResults")
 
@@ -213,7 +213,7 @@ class SyncEngine:
         return self.engine.toolkit
 
     @property
-    def cache(self) -> ResultCache | None:
+    def cache(self) -> TieredCache | None:
         """The engine's result cache (``None`` when off, or on a compile server)."""
         return self.engine.cache
 

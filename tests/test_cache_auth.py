@@ -30,7 +30,7 @@ from asynccomp.cache import (
     remote_cache_from_environment,
     remote_cache_from_url,
 )
-from asynccomp.cache._disk import decode_entry, encode_entry
+from asynccomp.cache._format import decode_entry, encode_entry
 
 from .kernels import ARCH, scale_kernel
 from .processes import run_cli

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from asynccomp import CompileJob, CompileTimeout, Engine
-from asynccomp.cache import DiskCache, RedisCache, ResultCache
+from asynccomp import CompileJob, CompileTimeout, Engine, find_toolkit
+from asynccomp.cache import CacheKey, DiskCache, RedisCache, open_cache
 from asynccomp.cache._deps import (
     Dependency,
     UnknownIncludes,
@@ -182,10 +182,11 @@ async def test_a_disk_lookup_whose_header_became_anything_else_is_a_fast_miss(
     header, key = await _compiled_entry(tmp_path)
     header.unlink()
     REPLACEMENTS[replacement](header)
-    cache = ResultCache(tmp_path / "cache", memory_bytes=2**20, disk_bytes=2**30)
+    cache = open_cache(find_toolkit(), folder=tmp_path / "cache", memory_bytes=2**20)
     started = time.monotonic()
-    assert cache.local([key], [None]) == [None]
+    assert await cache.lookup([CacheKey(key)]) == [None]
     assert time.monotonic() - started < AT_ONCE
+    await cache.aclose()
     assert cache.stats.as_dict()["stale"] == 1
 
 
@@ -205,11 +206,11 @@ async def test_a_remote_lookup_whose_header_became_a_fifo_is_a_fast_miss(
     header.unlink()
     os.mkfifo(header)
     remote = RedisCache.from_url(redis_server.url)
-    cache = ResultCache(tmp_path / "b", memory_bytes=2**20, disk_bytes=2**30, remote=remote)
+    cache = open_cache(find_toolkit(), folder=tmp_path / "b", memory_bytes=2**20, remote=remote)
     started = time.monotonic()
-    assert await cache.from_remote([name.decode()[-64:]]) == [None]
+    assert await cache.lookup([CacheKey(name.decode()[-64:])]) == [None]
     assert time.monotonic() - started < AT_ONCE
-    await remote.aclose()
+    await cache.aclose()
     assert cache.disk is not None and cache.disk.count() == (0, 0)  # nothing kept
 
 

@@ -21,7 +21,7 @@ import pytest
 from asynccomp import CompileJob, Engine
 from asynccomp.cache import CacheEntry, DiskCache, RedisCache, RemoteAuth
 from asynccomp.cache._deps import Dependency
-from asynccomp.cache._disk import encode_entry
+from asynccomp.cache._format import encode_entry
 from asynccomp.cache._includes import READ_LIMIT
 
 from .kernels import ARCH, needs_nvcc, scale_kernel

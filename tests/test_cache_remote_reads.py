@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from asynccomp import CompileJob, Engine
-from asynccomp.cache import CacheAuthWarning, RedisCache, RemoteAuth, ResultCache
+from asynccomp import CompileJob, Engine, find_toolkit
+from asynccomp.cache import CacheAuthWarning, CacheKey, RedisCache, RemoteAuth, open_cache
 from asynccomp.cache._auth import SEAL_MAGIC
 
 from .kernels import ARCH, scale_kernel
@@ -60,14 +60,14 @@ async def test_a_value_that_is_not_sealed_is_forged_once_then_not_asked_for(
     redis_server: RedisServer,
 ) -> None:
     store = _store(redis_server)
-    cache = ResultCache(None, memory_bytes=2**20, disk_bytes=0, remote=store)
+    cache = open_cache(find_toolkit(), folder=None, memory_bytes=2**20, remote=store)
     redis_server.set((store.namespace + KEY).encode(), b"\0" * (BOUND // 2))
     try:
         before = _sent(redis_server)
         with pytest.warns(CacheAuthWarning):
-            assert await cache.from_remote([KEY]) == [None]
+            assert await cache.lookup([CacheKey(KEY)]) == [None]
         first = _sent(redis_server)
-        assert await cache.from_remote([KEY]) == [None]
+        assert await cache.lookup([CacheKey(KEY)]) == [None]
         second = _sent(redis_server)
         assert cache.stats.forged == 1
         # Judged by its first bytes: half the bound was not sent.
@@ -78,7 +78,7 @@ async def test_a_value_that_is_not_sealed_is_forged_once_then_not_asked_for(
         await store.put(KEY, sealed)
         assert await store.get_many([KEY]) == [sealed]
     finally:
-        await store.aclose()
+        await cache.aclose()  # the store's too
 
 
 async def test_an_engine_whose_entry_was_replaced_by_a_huge_value_compiles_without_it(

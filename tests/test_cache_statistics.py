@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from asynccomp import CompileJob, Engine, SettingsError
-from asynccomp.cache._results import CacheStats
+from asynccomp.cache import CacheStats
 
 from .kernels import ARCH, scale_kernel
 from .servers import running_server, server_folder

@@ -30,7 +30,7 @@ import anyio.to_thread
 
 from .._scheduler.local import InProcessRunner, MakeBackends, check_arch
 from ..backends import CompilerBackend
-from ..cache import ResultCache
+from ..cache import TieredCache
 from ..config import EngineConfig, OnServer
 from ..cost import CostModel
 from ..errors import AsyncCompWarning, ServerError
@@ -51,7 +51,7 @@ class Parts:
     toolkit: Toolkit
     runner: Runner
     front: Front
-    cache: ResultCache | None
+    cache: TieredCache | None
     on_cluster: bool
 
 

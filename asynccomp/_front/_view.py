@@ -20,7 +20,7 @@ from ..toolkit import Toolkit
 from ._lifecycle import Lifecycle
 
 if TYPE_CHECKING:
-    from ..cache import ResultCache
+    from ..cache import TieredCache
     from ..ray import RayExecutor
 
 __all__ = ("EngineView", "NvrtcMode")
@@ -105,7 +105,7 @@ class EngineView:
         return "on the compile server" if self._runner is None else self._runner.where
 
     @property
-    def cache(self) -> ResultCache | None:
+    def cache(self) -> TieredCache | None:
         """The engine's result cache (``None`` when caching is off, and on a compile
         server, whose cache is the server's)."""
         return None if self._life.parts is None else self._life.parts.cache

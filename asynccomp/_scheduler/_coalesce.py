@@ -9,6 +9,7 @@ which queues one of them as the new leader.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 __all__ = ("Coalescer",)
@@ -28,12 +29,12 @@ class Coalescer(Generic[T]):
     """Leaders and followers by cache key."""
 
     def __init__(self) -> None:
-        self._groups: dict[str, _Group[T]] = {}
+        self._groups: dict[Hashable, _Group[T]] = {}
 
     def __len__(self) -> int:
         return len(self._groups)
 
-    def follow_or_lead(self, key: str, item: T) -> bool:
+    def follow_or_lead(self, key: Hashable, item: T) -> bool:
         """``True`` if ``item`` now follows a leader of ``key``; ``False`` if it leads."""
         group = self._groups.get(key)
         if group is None:
@@ -42,13 +43,13 @@ class Coalescer(Generic[T]):
         group.followers[id(item)] = item
         return True
 
-    def leave(self, key: str, item: T) -> None:
+    def leave(self, key: Hashable, item: T) -> None:
         """A follower gives up (its call was cancelled)."""
         group = self._groups.get(key)
         if group is not None:
             group.followers.pop(id(item), None)
 
-    def finish(self, key: str, leader: T) -> list[T]:
+    def finish(self, key: Hashable, leader: T) -> list[T]:
         """``leader`` is done (or gave up): its followers, now without a leader."""
         group = self._groups.get(key)
         if group is None or group.leader is not leader:

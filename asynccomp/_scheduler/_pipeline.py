@@ -5,16 +5,18 @@ in this process (its backends: NVRTC workers, nvcc subprocesses, or Ray actors),
 of the compile server, which runs one for every client of the machine. For each call
 (:meth:`Scheduler.run`), chunk by chunk as the requests arrive:
 
-1. Each request gets its cache key and its place in the queue: ``(call number,
+1. key: each request gets its cache key and its place in the queue: ``(call number,
    -estimate, sequence)``, so calls are served in the order they came and the longest
    compiles of a call start first.
-2. The cache is asked: the memory tier at once, the disk tier with one thread call per
-   chunk, the dependency checks of what was found, then the remote tier, all in threads
-   of the cache's own under one deadline per chunk (:mod:`._lookups`). Hits end there.
-3. A miss whose key is being compiled already follows that compile (:mod:`._coalesce`);
-   otherwise it is queued for a slot of its backend (:mod:`._dispatch`).
-4. When a slot frees, the queue starts the compile as a task of its call's task group;
-   its output goes to the cache and to the requests that waited for it.
+2. lookup: the cache is asked for the chunk, under the earliest timeout of its jobs
+   (:class:`~asynccomp.cache.TieredCache`: its tiers, threads and checks are its own).
+   Hits end there.
+3. coalesce: a miss whose key is being compiled already follows that compile
+   (:mod:`._coalesce`);
+4. dispatch: otherwise it is queued for a slot of its backend (:mod:`._dispatch`).
+5. run: when a slot frees, the queue starts the compile as a task of its call's task
+   group;
+6. store: its output goes to the cache and to the requests that waited for it.
 
 Only compiles that hold a slot have a task; a queued request or a follower is a small
 entry. Every exception a request can cause ends as that request's outcome (status
@@ -26,41 +28,23 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-import os
 import time
-from collections.abc import AsyncIterable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._os import empty_folder
 from ..backends import BackendOutput, CompilerBackend, PreparedCompile
-from ..cache import CacheEntry
-from ..cache._deps import Dependency, include_dirs_of, scan_includes, snapshot
-from ..cache._remote import RemoteWriter
-from ..cache._results import (
-    RemoteVerdict,
-    ResultCache,
-    check_cost,
-    dependencies_as_kept,
-    has_dependencies,
-)
+from ..cache._compile_key import CacheKey
+from ..cache._tiered import Cache, NoCache
 from ..runner import Answer, CompileRequest, Outcome, RunEvents, Runner
-from ..toolkit import Toolkit
 from ._coalesce import Coalescer
 from ._dispatch import Entry, SlotQueue
-from ._lookups import LOOKUP_LIMIT, Lookups
 
 __all__ = ("CHUNK", "Scheduler")
-
-#: A compile's dependencies as its cache entry keeps them, and what its metadata says
-#: of them (see ResultCache.remember).
-Kept = tuple[list[Dependency], dict[str, Any]]
 
 logger = logging.getLogger("asynccomp")
 
@@ -100,7 +84,7 @@ class _Item:
 
     call: _Call
     request: CompileRequest
-    key: str | None  # None when there is no cache (nothing to share or keep)
+    key: CacheKey | None  # None when there is no cache (nothing to share or keep)
     priority: tuple[float, float, float]
     submitted: float = field(default_factory=time.monotonic)
 
@@ -112,36 +96,23 @@ class _Item:
     def index(self) -> int:
         return self.request.index
 
-    @property
-    def flight(self) -> str | None:
-        """What identical compiles in flight share: the key, and with
-        ``$ASYNCCOMP_BASE_DIR`` the working folder too (one key, two trees: each reads
-        its own headers, which only the cache's dependency check compares)."""
-        if self.key is None or self.prepared.base_dir is None:
-            return self.key
-        return f"{self.key}\0{self.prepared.cwd}"
-
 
 class Scheduler(Runner):
     """Compiles on ``backends`` (by name), ``slots[name]`` at once each (one set of slots
     for all of them with ``shared_slots``: a cluster's actors run either compiler),
-    answering from ``cache`` when it can."""
+    answering from ``cache`` when it can (none: :class:`~asynccomp.cache._tiered.NoCache`)."""
 
     def __init__(
         self,
         *,
-        toolkit: Toolkit,
         backends: Mapping[str, CompilerBackend],
         slots: Mapping[str, int],
-        cache: ResultCache | None,
-        writer: RemoteWriter | None = None,
+        cache: Cache | None = None,
         shared_slots: bool = False,
         where: str = "in process",
     ) -> None:
-        self.toolkit = toolkit
         self.backends = backends
-        self.cache = cache
-        self.writer = writer
+        self.cache = NoCache() if cache is None else cache
         self.where = where
         self._slots = dict(slots)
         if shared_slots:
@@ -153,16 +124,8 @@ class Scheduler(Runner):
         self._calls = itertools.count()
         self._sequence = itertools.count()
         self._warming: anyio.Event | None = None
-        #: The cache lookups' own threads (:mod:`._lookups`).
-        self.lookups = Lookups()
         #: Compiles running now.
         self.running = 0
-        # What the toolkit's include fingerprint covers: headers under these are not
-        # dependencies of a compile's cache entry.
-        roots = [*toolkit.include_dirs]
-        if toolkit.cuda_root is not None:
-            roots.append(toolkit.cuda_root)
-        self._toolkit_roots = sorted({os.path.realpath(r) for r in roots})
 
     # -- the Runner interface ----------------------------------------------------------------
 
@@ -192,8 +155,7 @@ class Scheduler(Runner):
             backend.watch_capacity(functools.partial(self.resize, name))
         for backend in {id(b): b for b in self.backends.values()}.values():
             await backend.start(task_group)
-        if self.writer is not None:
-            task_group.start_soon(self.writer.run)
+        await self.cache.start(task_group)
 
     async def warm_up(self) -> None:
         """Warm the NVRTC backend; calls made while a warm-up runs wait for that one."""
@@ -211,12 +173,7 @@ class Scheduler(Runner):
     async def aclose(self) -> None:
         for backend in {id(b): b for b in self.backends.values()}.values():
             await backend.aclose()
-        if self.writer is not None:
-            await self.writer.aclose()  # what is queued, for a few seconds
-        if self.cache is not None:
-            if self.cache.remote is not None:
-                await self.cache.remote.aclose()
-            await anyio.to_thread.run_sync(self.cache.save_stats)
+        await self.cache.aclose()
 
     async def run(
         self,
@@ -247,11 +204,7 @@ class Scheduler(Runner):
             items = []
             for request in requests[start : start + CHUNK]:
                 try:
-                    key = (
-                        None
-                        if self.cache is None
-                        else self.cache.key(request.prepared, self.toolkit)
-                    )
+                    key = self.cache.key(request.prepared)
                 except Exception as exc:  # a bug: that request's outcome, not the call's
                     logger.exception("asynccomp: keying %r failed", request.prepared.filename)
                     call.end(request.index, _internal(request.prepared, exc, "none"))
@@ -261,97 +214,30 @@ class Scheduler(Runner):
             await self._look_up(items)
 
     async def _look_up(self, items: list[_Item]) -> None:
-        """End the cache hits among ``items``; queue (or coalesce) the misses.
-
-        The blocking steps run in the lookup pools under one deadline for the chunk: the
-        earliest timeout of its jobs, at most LOOKUP_LIMIT. Whatever is answered by then
-        keeps its answer; the rest is a miss, compiled instead."""
-        cache = self.cache
-        if cache is None:
+        """End the cache hits among ``items``; queue (or coalesce) the misses. Whatever
+        the cache has not answered by the earliest timeout of their jobs is a miss."""
+        keyed = [item for item in items if item.key is not None]
+        if not keyed:  # no cache
             for item in items:
                 self._enqueue(item)
             return
-        keys = [item.key for item in items if item.key is not None]
-        assert len(keys) == len(items)
-        limit = min(
-            [LOOKUP_LIMIT, *(i.prepared.timeout for i in items if i.prepared.timeout is not None)]
+        timeouts = [i.prepared.timeout for i in keyed if i.prepared.timeout is not None]
+        hits = await self.cache.lookup(
+            [item.key for item in keyed if item.key is not None],
+            within=min(timeouts) if timeouts else None,
         )
-        deadline = anyio.current_time() + limit
-        entries: list[CacheEntry | None] = [cache.from_memory(key) for key in keys]
-        in_memory = [entry is not None for entry in entries]
-        # 1. The disk tier, for what memory does not hold (bounded reads).
-        reads = [i for i, entry in enumerate(entries) if entry is None]
-        if reads and cache.disk is not None:
-            found = await self.lookups.each(
-                "reads", _read_disk(cache), [keys[i] for i in reads], deadline=deadline
-            )
-            for i, entry in zip(reads, found, strict=True):
-                entries[i] = entry
-        # 2. The dependency checks of what was found (these may take a while), the
-        # cheapest first: what is answered by the deadline keeps its answer, so one
-        # entry with many large headers does not cost the others theirs.
-        checks = [i for i, e in enumerate(entries) if e is not None and has_dependencies(e)]
-        checks.sort(key=lambda i: check_cost(entries[i]))
-        stale = 0
-        if checks:
-            fresh = await self.lookups.each(
-                "checks",
-                _check(cache),
-                [(entries[i], items[i].prepared.cwd) for i in checks],
-                deadline=deadline,
-            )
-            for i, verdict in zip(checks, fresh, strict=True):
-                if verdict is not True:  # stale (False), or not checked in time (None)
-                    stale += verdict is False
-                    entries[i] = None
-        disk_hits = 0
-        for i, entry in enumerate(entries):
-            if entry is not None and not in_memory[i]:
-                disk_hits += 1
-                cache.keep(keys[i], entry)
-        memory_hits = sum(e is not None for e in entries) - disk_hits
-        cache.count_local(memory_hits=memory_hits, disk_hits=disk_hits, stale=stale)
-        # 3. The remote tier, for what is missing still.
-        missing = [i for i, entry in enumerate(entries) if entry is None]
-        if missing and cache.remote is not None:
-            remote = await self._remote(
-                cache,
-                [keys[i] for i in missing],
-                [items[i].prepared.cwd for i in missing],
-                deadline,
-            )
-            for i, entry in zip(missing, remote, strict=True):
-                entries[i] = entry
-        cache.stats.add(misses=sum(entry is None for entry in entries))
-        for item, entry in zip(items, entries, strict=True):
-            if entry is None:
+        answered = {id(item): hit for item, hit in zip(keyed, hits, strict=True)}
+        for item in items:
+            if answered.get(id(item)) is None:
                 self._enqueue(item)
-        for item, entry in zip(items, entries, strict=True):
-            if entry is not None:
-                output, filename = cache.output(entry)
-                item.call.end(item.index, Outcome(output, "cache", 0.0, filename))
-
-    async def _remote(
-        self, cache: ResultCache, wanted: list[str], cwds: list[str | None], deadline: float
-    ) -> list[CacheEntry | None]:
-        """The remote tier's verified entries for ``wanted``: the network under the
-        chunk's deadline too (the store has short timeouts of its own), the
-        verification in the ``checks`` pool."""
-        blobs: list[bytes | None] = [None] * len(wanted)
-        with anyio.CancelScope(deadline=deadline):
-            blobs = await cache.remote_blobs(wanted)
-        if not any(blob is not None for blob in blobs):
-            return [None] * len(wanted)
-        pairs = list(zip(wanted, blobs, cwds, strict=True))
-        verdicts = await self.lookups.each(
-            "checks", _verify_remote(cache), pairs, deadline=deadline
-        )
-        cache.count_remote(verdicts)
-        return [None if v is None else v.entry for v in verdicts]
+        for item in items:
+            hit = answered.get(id(item))
+            if hit is not None:
+                item.call.end(item.index, Outcome(hit.output, "cache", 0.0, hit.filename))
 
     def _enqueue(self, item: _Item) -> None:
         """Follow an identical compile under way, or queue for a slot."""
-        if item.flight is not None and self.coalescer.follow_or_lead(item.flight, item):
+        if item.key is not None and self.coalescer.follow_or_lead(item.key, item):
             item.call.following[item.index] = item
             return
         entry = self.queues[item.prepared.backend].submit(item.priority, item)
@@ -361,8 +247,8 @@ class Scheduler(Runner):
     def _withdraw(self, call: _Call) -> None:
         """The call is over (done or cancelled): nothing of it may start any more."""
         for item in call.following.values():
-            assert item.flight is not None
-            self.coalescer.leave(item.flight, item)
+            assert item.key is not None
+            self.coalescer.leave(item.key, item)
         call.following.clear()
         entries = list(call.queued.values())
         call.queued.clear()
@@ -380,21 +266,40 @@ class Scheduler(Runner):
         item.call.task_group.start_soon(self._compile, item)
 
     async def _compile(self, item: _Item) -> None:
-        done: tuple[Outcome, Kept | None] | None = None
+        done: tuple[Outcome, BackendOutput, int] | None = None
         try:
             done = await self._compile_one(item)
         except Exception as exc:  # a bug or an OS error of ours: this request's outcome only
             logger.exception("asynccomp: %r failed inside asynccomp", item.prepared.filename)
-            done = _internal(item.prepared, exc, "compiled"), None
+            outcome = _internal(item.prepared, exc, "compiled")
+            done = outcome, outcome.output, 0
         finally:
             self.queues[item.prepared.backend].release()
             if done is None:  # cancelled
                 self._hand_on(item)
-        await self._complete(item, *done)
+        outcome, out, started_ns = done
+        backend = self.backends[item.prepared.backend]
+        completed = False
+        try:
+            # In the fastest tier before anyone is answered (an identical request that
+            # comes next is a hit), in the slower ones after.
+            async with self.cache.store(
+                item.key,
+                item.prepared,
+                out,
+                elapsed=outcome.elapsed,
+                started_ns=started_ns,
+                quote_folder=backend.quote_folder,
+            ):
+                self._complete(item, outcome)
+                completed = True
+        finally:
+            if not completed:  # cancelled while its output was recorded
+                self._hand_on(item)
 
-    async def _compile_one(self, item: _Item) -> tuple[Outcome, Kept | None]:
-        """The request's outcome, and the files the compile read outside the toolkit
-        (``None`` when they cannot be known for sure: the output is then not cached)."""
+    async def _compile_one(self, item: _Item) -> tuple[Outcome, BackendOutput, int]:
+        """The request's outcome, what the compiler gave (with the files it read, when
+        it says) and when it started (``time.time_ns()``)."""
         prepared = item.prepared
         item.call.events.started(item.index)
         self.running += 1
@@ -405,48 +310,12 @@ class Scheduler(Runner):
         finally:
             self.running -= 1
         elapsed = time.monotonic() - started
-        deps: Kept | None = None
-        if self.cache is not None and out.status in ("ok", "failed"):
-            deps = await anyio.to_thread.run_sync(self._dependencies, prepared, out, started_ns)
-        return Outcome(
-            replace(out, dependencies=None), "compiled", elapsed, prepared.filename
-        ), deps
+        outcome = Outcome(replace(out, dependencies=None), "compiled", elapsed, prepared.filename)
+        return outcome, out, started_ns
 
-    def _dependencies(
-        self, prepared: PreparedCompile, out: BackendOutput, started_ns: int
-    ) -> Kept | None:
-        """Blocking: the files the compile read outside the toolkit, as they are now, as
-        its cache entry keeps them (and what its metadata says of them)."""
-        if out.dependencies is not None:  # the compiler said (nvcc)
-            found = [d for d in out.dependencies if not _under(d, self._toolkit_roots)]
-            absent: list[str] = []
-        else:  # NVRTC cannot say: follow the includes
-            # From the folder NVRTC looks in first for a quoted include: its process's,
-            # which for a worker process is an empty one, not this process's.
-            backend = self.backends.get(prepared.backend)
-            threads = getattr(backend, "mode", "threads") != "processes"
-            found, absent = scan_includes(
-                prepared.source.encode("utf-8", "surrogateescape"),
-                include_dirs_of(prepared.options),
-                self._toolkit_roots,
-                str(Path.cwd()) if threads else empty_folder(),
-            )
-        deps = snapshot(found, absent, not_before_ns=started_ns)
-        if deps is None:
-            return None
-        return dependencies_as_kept(deps, prepared, places_known=out.dependencies is None)
-
-    async def _complete(self, leader: _Item, outcome: Outcome, kept: Kept | None) -> None:
-        """End ``leader`` and the requests that waited for its compile; cache the output."""
-        cache, key = self.cache, leader.key
-        entry = None
-        if cache is not None and key is not None and kept is not None:
-            deps, extra = kept
-            entry = cache.remember(
-                key, leader.prepared, outcome.output, outcome.elapsed, deps, extra
-            )
-        flight = leader.flight
-        followers = self.coalescer.finish(flight, leader) if flight is not None else []
+    def _complete(self, leader: _Item, outcome: Outcome) -> None:
+        """End ``leader`` and the requests that waited for its compile."""
+        followers = self.coalescer.finish(leader.key, leader) if leader.key is not None else []
         leader.call.end(leader.index, outcome)
         shared = replace(outcome, answer="shared")
         for f in followers:
@@ -455,55 +324,20 @@ class Scheduler(Runner):
                 self._enqueue(f)  # e.g. it allows more time than the compile that timed out
             else:
                 f.call.end(f.index, shared)
-        if entry is not None and cache is not None:
-            assert key is not None
-            if self.writer is not None:
-                self.writer.submit(key, entry)  # the remote tier, off this request's path
-            if cache.disk is not None:
-                await anyio.to_thread.run_sync(cache.write, key, entry)
 
     def _hand_on(self, leader: _Item) -> None:
         """``leader`` will not compile after all: its followers queue again (the first
         becomes the new leader, the others follow it)."""
-        if leader.flight is None:
+        if leader.key is None:
             return
-        for f in self.coalescer.finish(leader.flight, leader):
+        for f in self.coalescer.finish(leader.key, leader):
             del f.call.following[f.index]
             self._enqueue(f)
-
-
-# The lookups' work, as the pools take it: (item, stopped) -> answer.
-
-
-def _read_disk(cache: ResultCache) -> Callable[[str, Callable[[], bool]], CacheEntry | None]:
-    return lambda key, stopped: cache.read_disk(key)
-
-
-def _check(
-    cache: ResultCache,
-) -> Callable[[tuple[CacheEntry | None, str | None], Callable[[], bool]], bool]:
-    def check(pair: tuple[CacheEntry | None, str | None], stopped: Callable[[], bool]) -> bool:
-        entry, cwd = pair
-        assert entry is not None
-        return cache.fresh(entry, stopped, cwd)
-
-    return check
-
-
-def _verify_remote(
-    cache: ResultCache,
-) -> Callable[[tuple[str, bytes | None, str | None], Callable[[], bool]], RemoteVerdict]:
-    return lambda each, stopped: cache.verify_remote(each[0], each[1], stopped, each[2])
 
 
 def _internal(prepared: PreparedCompile, exc: BaseException, answer: Answer) -> Outcome:
     out = BackendOutput("internal", None, "", f"asynccomp failed: {exc!r}", cause=exc)
     return Outcome(out, answer, 0.0, prepared.filename)
-
-
-def _under(path: str, roots: Sequence[str]) -> bool:
-    real = os.path.realpath(path)
-    return any(real == root or real.startswith(root + os.sep) for root in roots)
 
 
 def _answers(outcome: Outcome, compiled: PreparedCompile, prepared: PreparedCompile) -> bool:

@@ -19,7 +19,14 @@ import anyio.abc
 import anyio.to_thread
 
 from ..backends import CompilerBackend
-from ..cache import RemoteCache, ResultCache
+from ..cache import (
+    RemoteCache,
+    TieredCache,
+    default_cache_dir,
+    open_cache,
+    remote_cache_from_environment,
+    remote_cache_from_url,
+)
 from ..config import CacheSettings, InProcess, OnRay, WorkerSettings
 from ..errors import EngineClosed, InvalidJob, SettingsError
 from ..gpu import local_gpu_arch
@@ -71,7 +78,7 @@ class LocalRunner:
     toolkit: Toolkit
     scheduler: Scheduler
     renderers: Mapping[str, CompilerBackend]  # the local backends (they render every job)
-    cache: ResultCache | None
+    cache: TieredCache | None
     on_cluster: bool
 
 
@@ -86,8 +93,6 @@ async def start_local(
     stack: contextlib.AsyncExitStack,
 ) -> LocalRunner:
     """Start the local scheduler: toolkit, cache, backends (or the Ray executor's)."""
-    from ..cache._remote import RemoteWriter
-
     # The first lookup runs nvcc --version: keep it off the event loop.
     toolkit = (
         mode.toolkit if mode.toolkit is not None else await anyio.to_thread.run_sync(find_toolkit)
@@ -97,7 +102,7 @@ async def start_local(
         await anyio.to_thread.run_sync(local_gpu_arch)
     else:
         check_arch(toolkit, "nvrtc", arch, "Engine(arch=...)", setting=True)
-    cache = await anyio.to_thread.run_sync(_make_cache, mode.cache, remote)
+    cache = await anyio.to_thread.run_sync(_make_cache, mode.cache, toolkit, remote)
     local = backends = make_backends(toolkit)
     slots = dict(workers)
     shared_slots = on_cluster = False
@@ -108,16 +113,10 @@ async def start_local(
             backends, actors, where = started
             slots = dict.fromkeys(backends, actors)
             shared_slots = on_cluster = True  # an actor runs either compiler
-    writer = None
-    if cache is not None and cache.remote is not None:
-        stats = cache.stats
-        writer = RemoteWriter(cache.remote, stored=lambda: stats.add(remote_stores=1))
     scheduler = Scheduler(
-        toolkit=toolkit,
         backends=backends,
         slots=slots,
         cache=cache,
-        writer=writer,
         shared_slots=shared_slots,
         where=where,
     )
@@ -227,36 +226,33 @@ def default_backends(
     }
 
 
-def _make_cache(settings: CacheSettings, remote: RemoteCache | None) -> ResultCache | None:
+def _make_cache(
+    settings: CacheSettings, toolkit: Toolkit, remote: RemoteCache | None
+) -> TieredCache | None:
     """Blocking: the engine's cache (``None`` when caching is off)."""
-    from ..cache import default_cache_dir
-    from ..cache._settings import max_size
-
     if not settings.cache:
         return None
     if settings.cache_dir is False:
-        disk = None
+        folder = None
     else:
-        disk = default_cache_dir() if settings.cache_dir is None else Path(settings.cache_dir)
+        folder = default_cache_dir() if settings.cache_dir is None else Path(settings.cache_dir)
     try:
-        disk_bytes, _ = max_size(disk, settings.disk_cache_bytes)
+        return open_cache(
+            toolkit,
+            folder=folder,
+            memory_bytes=settings.memory_cache_bytes,
+            disk_bytes=settings.disk_cache_bytes,
+            cache_failures=settings.cache_failures,
+            remote=remote,
+        )
     except InvalidJob as exc:  # $ASYNCCOMP_CACHE_MAX_SIZE, or the folder's: a setting
         raise SettingsError(exc.field, exc.value, exc.problem) from None
-    return ResultCache(
-        disk,
-        memory_bytes=settings.memory_cache_bytes,
-        disk_bytes=disk_bytes,
-        cache_failures=settings.cache_failures,
-        remote=remote,
-    )
 
 
 def remote_cache(value: object) -> RemoteCache | None:
     """The remote tier ``remote_cache`` asks for, made (not connected) and checked now:
     a bad URL, or a missing key, is a :class:`~asynccomp.SettingsError` as the engine
     is made; ``None`` reads ``$ASYNCCOMP_REMOTE_CACHE``."""
-    from ..cache import remote_cache_from_environment, remote_cache_from_url
-
     if value is False:
         return None
     if isinstance(value, RemoteCache):

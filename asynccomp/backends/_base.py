@@ -242,6 +242,13 @@ class CompilerBackend(abc.ABC):
         """Worker processes alive now (0 for backends that keep none)."""
         return 0
 
+    def quote_folder(self) -> str:
+        """The folder its compiler looks in first for a quoted ``#include``: the
+        compiling process's working folder (this process's, by default). The cache's
+        dependency scan starts there when a compile's output does not list what it
+        read (:attr:`BackendOutput.dependencies`)."""
+        return str(Path.cwd())
+
     def watch_capacity(self, changed: Callable[[int], None]) -> None:  # noqa: B027 - optional
         """Call ``changed(n)`` (on the event loop) whenever the number of compiles this
         backend can run at once changes (a Ray cluster's actors lost and not replaced).

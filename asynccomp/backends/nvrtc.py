@@ -33,6 +33,7 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
+from .._os import empty_folder
 from ..errors import ToolkitNotFound
 from ..job import CompileJob, nvrtc_arch
 from ..preamble import rewrite_tvm_preamble
@@ -161,6 +162,11 @@ class NvrtcBackend(CompilerBackend):
 
     def worker_count(self) -> int:
         return len(self.pool.worker_pids()) if self.pool is not None else 0
+
+    def quote_folder(self) -> str:
+        # A worker process works in an empty folder (threads mode goes on in workers
+        # once a thread was abandoned): NVRTC finds nothing there.
+        return empty_folder() if self.pool is not None else super().quote_folder()
 
     async def aclose(self) -> None:
         if self.pool is not None:

@@ -22,8 +22,10 @@ digests, and a hit whose headers changed is a miss (see :mod:`._deps`). With
 (:mod:`._relocate`); the disk tier's size bound comes from :mod:`._settings`.
 
 Both are safe to use from several threads, and :class:`DiskCache` from several
-processes at once. The engine's side (keys from a prepared compile, results from
-entries) is :class:`ResultCache`.
+processes at once. The engine's side is :class:`TieredCache` (made by
+:func:`open_cache`): ``lookup`` and ``store`` own the tier order, the lookup threads,
+the dependency checks, the statistics and the warnings; the scheduler sees nothing
+else (:mod:`._tiered`).
 
 >>> import tempfile
 >>> from pathlib import Path
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 from ..errors import CacheUnavailable, CacheWarning
 from ._auth import REMOTE_CACHE_KEY_ENV, REMOTE_CACHE_KEY_FILE_ENV, RemoteAuth
+from ._compile_key import CacheKey, compiler_identity
 from ._disk import DiskCache
 from ._entry import (
     CacheAuthWarning,
@@ -66,8 +69,9 @@ from ._keys import (
 from ._memory import MemoryCache, entry_size
 from ._redis import RedisCache
 from ._remote import REMOTE_CACHE_ENV, RemoteCache, RemoteCacheWarning
-from ._results import CacheStats, ResultCache, compiler_identity
+from ._stats import CacheStats
 from ._stores import remote_cache_from_environment, remote_cache_from_url
+from ._tiered import TieredCache, open_cache
 
 __all__ = (
     "CACHE_DIR_ENV",
@@ -76,6 +80,7 @@ __all__ = (
     "CacheCorruptionWarning",
     "CacheDirWarning",
     "CacheEntry",
+    "CacheKey",
     "CacheReadWarning",
     "CacheStats",
     "CacheUnavailable",
@@ -90,13 +95,14 @@ __all__ = (
     "RemoteAuth",
     "RemoteCache",
     "RemoteCacheWarning",
-    "ResultCache",
+    "TieredCache",
     "cache_key",
     "clear_include_identity_cache",
     "compiler_identity",
     "default_cache_dir",
     "entry_size",
     "include_identity",
+    "open_cache",
     "remote_cache_from_environment",
     "remote_cache_from_url",
 )

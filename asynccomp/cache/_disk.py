@@ -14,23 +14,26 @@ folder cannot be created or written.
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import hashlib
-import json
 import os
-import re
 import secrets
 import shutil
 import stat
-import struct
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 from ..errors import CacheUnavailable
+from ._disk_folder import (
+    SUFFIX,
+    TMP_SUFFIX,
+    FileInfo,
+    check_entries,
+    check_key,
+    remove,
+    scan,
+    unlink,
+)
 from ._entry import (
     CacheCorruptionWarning,
     CacheEntry,
@@ -38,26 +41,10 @@ from ._entry import (
     CacheWriteWarning,
     warn_or_log,
 )
+from ._format import Corrupt, decode, encode, read_at_most
 from ._keys import CACHE_FORMAT_VERSION
 
-__all__ = ("DiskCache", "decode_entry", "encode_entry")
-
-# File layout (all integers little-endian):
-#   magic    8 bytes   b"ACCACHE\0"
-#   version  u32       CACHE_FORMAT_VERSION
-#   json_len u32       length of the JSON header
-#   digest   32 bytes  sha256 over bytes [0:16] and everything after the fixed header
-#   JSON header        {"key", "ok", "log", "metadata", "binary_len"}
-#   binary             binary_len bytes
-# The digest sits in the fixed header rather than in the JSON so that it covers the JSON
-# too: a flipped byte in the log or the metadata is caught, not only one in the binary.
-# sha256 rather than blake2b because OpenSSL's (SHA-NI) is about twice as fast here.
-_MAGIC = b"ACCACHE\0"
-_FIXED = struct.Struct("<8sII32s")
-_FIXED_SIZE = _FIXED.size  # 48
-_SUFFIX = ".entry"
-_TMP_SUFFIX = ".tmp"
-_KEY_RE = re.compile(r"[0-9a-f]{64}")
+__all__ = ("DiskCache",)
 
 # A hit rewrites the mtime (the LRU clock) only when it is older than this: repeated
 # hits on a hot entry then cost no inode write, and LRU order finer than this is moot.
@@ -70,71 +57,6 @@ _LOW_WATER = 0.9
 # The running size estimate only sees this process's writes; rescan this often so the
 # growth due to other processes is noticed too.
 _RESCAN_NS = 300 * 10**9
-
-
-class _Corrupt(Exception):
-    """An entry file failed verification (internal)."""
-
-
-class _FileInfo(NamedTuple):
-    mtime_ns: int
-    size: int
-    path: str
-
-
-def _encode(key: str, entry: CacheEntry) -> list[bytes]:
-    """The file's bytes, in pieces (so the binary is not copied once more)."""
-    try:
-        header = json.dumps(
-            {
-                "key": key,
-                "ok": bool(entry.ok),
-                "log": entry.log,
-                "metadata": dict(entry.metadata),
-                "binary_len": len(entry.binary),
-            },
-            ensure_ascii=True,
-            separators=(",", ":"),
-        ).encode("ascii")
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"cache entry metadata is not JSON-serialisable: {exc}") from exc
-    prefix = _MAGIC + struct.pack("<II", CACHE_FORMAT_VERSION, len(header))
-    digest = hashlib.sha256(prefix)
-    digest.update(header)
-    digest.update(entry.binary)
-    return [prefix, digest.digest(), header, entry.binary]
-
-
-def _decode(key: str, data: bytes) -> CacheEntry:
-    if len(data) < _FIXED_SIZE:
-        raise _Corrupt(f"{len(data)} bytes, shorter than the header")
-    magic, version, json_len, digest = _FIXED.unpack_from(data)
-    if magic != _MAGIC:
-        raise _Corrupt("not a cache entry (bad magic bytes)")
-    if version != CACHE_FORMAT_VERSION:
-        raise _Corrupt(f"format version {version}, expected {CACHE_FORMAT_VERSION}")
-    body = memoryview(data)[_FIXED_SIZE:]
-    if json_len > len(body):
-        raise _Corrupt("truncated (header runs past the end)")
-    check = hashlib.sha256(memoryview(data)[:16])
-    check.update(body)
-    if check.digest() != digest:
-        raise _Corrupt("checksum mismatch")
-    try:
-        header = json.loads(bytes(body[:json_len]))
-    except ValueError as exc:
-        raise _Corrupt(f"bad JSON header: {exc}") from None
-    if not isinstance(header, dict):
-        raise _Corrupt("bad JSON header: not an object")
-    log, metadata, ok = header.get("log"), header.get("metadata"), header.get("ok")
-    binary_len = header.get("binary_len")
-    if header.get("key") != key:
-        raise _Corrupt("the entry belongs to another key")
-    if not (isinstance(log, str) and isinstance(metadata, dict) and isinstance(ok, bool)):
-        raise _Corrupt("bad JSON header: missing or mistyped fields")
-    if binary_len != len(body) - json_len:
-        raise _Corrupt("binary length mismatch")
-    return CacheEntry(binary=data[_FIXED_SIZE + json_len :], log=log, metadata=metadata, ok=ok)
 
 
 class DiskCache:
@@ -206,16 +128,16 @@ class DiskCache:
 
     def path_of(self, key: str) -> Path:
         """The file that holds (or would hold) ``key``'s entry."""
-        return self._path(_check_key(key))
+        return self._path(check_key(key))
 
     def _path(self, key: str) -> Path:
-        return self.directory / key[:2] / (key + _SUFFIX)
+        return self.directory / key[:2] / (key + SUFFIX)
 
     @staticmethod
     def _tmp_name(folder: Path, key: str) -> Path:
         # Unique across processes (pid) and threads (random); the leading dot and the
         # suffix keep scans and readers from taking it for an entry.
-        return folder / f".{key}.{os.getpid()}.{secrets.token_hex(6)}{_TMP_SUFFIX}"
+        return folder / f".{key}.{os.getpid()}.{secrets.token_hex(6)}{TMP_SUFFIX}"
 
     # -- reading
 
@@ -227,7 +149,7 @@ class DiskCache:
         ``/dev/zero`` or a folder in an entry's place is a miss (and is removed), never a
         hang or an unbounded read.
         """
-        path = self._path(_check_key(key))
+        path = self._path(check_key(key))
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except (FileNotFoundError, NotADirectoryError):
@@ -243,10 +165,10 @@ class DiskCache:
             if not stat.S_ISREG(st.st_mode):
                 self._heal(path, "not a regular file")
                 return None
-            data = _read_at_most(fd, st.st_size)
+            data = read_at_most(fd, st.st_size)
             try:
-                entry = _decode(key, data)
-            except _Corrupt as exc:
+                entry = decode(key, data)
+            except Corrupt as exc:
                 self._discard(path, st, str(exc))
                 return None
             if time.time_ns() - st.st_mtime_ns > _TOUCH_AFTER_NS:
@@ -270,7 +192,7 @@ class DiskCache:
         """Remove what sits in an entry's place and is not an entry file (a folder, a
         link, a FIFO), so the next put can write one there."""
         try:
-            _remove(path)
+            remove(path)
         except OSError:
             return
         warn_or_log(f"compile-cache entry {path} was {reason}; removed", CacheCorruptionWarning, 4)
@@ -306,8 +228,8 @@ class DiskCache:
         Raises:
             TypeError: the metadata is not JSON-serialisable (a bug in the caller).
         """
-        path = self._path(_check_key(key))
-        pieces = _encode(key, entry)
+        path = self._path(check_key(key))
+        pieces = encode(key, entry)
         size = sum(len(p) for p in pieces)
         if size > self.max_bytes:
             return
@@ -382,33 +304,10 @@ class DiskCache:
 
     # -- size and eviction
 
-    def _scan(self) -> Iterator[tuple[bool, _FileInfo]]:
-        """``(is_entry, info)`` for every entry file and temp file; tolerates files
-        and shard folders vanishing under it."""
-        with os.scandir(self.directory) as shards:
-            for shard in shards:
-                try:
-                    if not shard.is_dir(follow_symlinks=False):
-                        continue
-                    with os.scandir(shard.path) as files:
-                        items = list(files)
-                except OSError:
-                    continue
-                for item in items:
-                    name = item.name
-                    is_entry = name.endswith(_SUFFIX) and not name.startswith(".")
-                    if not is_entry and not name.endswith(_TMP_SUFFIX):
-                        continue
-                    try:
-                        st = item.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    yield is_entry, _FileInfo(st.st_mtime_ns, st.st_size, item.path)
-
     def count(self) -> tuple[int, int]:
         """(entries, bytes) in the folder now."""
         try:
-            infos = [info for is_entry, info in self._scan() if is_entry]
+            infos = [info for is_entry, info in scan(self.directory) if is_entry]
         except OSError:
             return 0, 0
         return len(infos), sum(info.size for info in infos)
@@ -416,46 +315,14 @@ class DiskCache:
     def verify(self) -> tuple[int, list[tuple[Path, str]]]:
         """Read and check every entry; remove the bad ones. Returns (good entries,
         [(path, what was wrong)] for those removed)."""
-        good, bad = 0, []
-        try:
-            infos = [info for is_entry, info in self._scan() if is_entry]
-        except OSError:
-            return 0, []
-        for info in infos:
-            path = Path(info.path)
-            key = path.name[: -len(_SUFFIX)]
-            problem = None
-            if _KEY_RE.fullmatch(key) is None:
-                problem = "not named after a key"
-            else:
-                try:
-                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-                    try:
-                        st = os.fstat(fd)
-                        if not stat.S_ISREG(st.st_mode):
-                            problem = "not a regular file"
-                        else:
-                            _decode(key, _read_at_most(fd, st.st_size))
-                    finally:
-                        os.close(fd)
-                except _Corrupt as exc:
-                    problem = str(exc)
-                except OSError as exc:
-                    problem = f"unreadable: {exc}"
-            if problem is None:
-                good += 1
-                continue
-            bad.append((path, problem))
-            with contextlib.suppress(OSError):
-                _remove(path)
-        return good, bad
+        return check_entries(self.directory)
 
     def clear(self) -> int:
         """Remove every entry (and temp file); returns how many entries went."""
         removed = 0
         try:
-            for is_entry, info in list(self._scan()):
-                removed += is_entry and _unlink(info) > 0
+            for is_entry, info in list(scan(self.directory)):
+                removed += is_entry and unlink(info) > 0
         except OSError:
             pass
         with self._lock:
@@ -465,7 +332,7 @@ class DiskCache:
     def size_bytes(self) -> int:
         """The total size of the entry files now (a fresh scan of the folder)."""
         try:
-            total = sum(info.size for is_entry, info in self._scan() if is_entry)
+            total = sum(info.size for is_entry, info in scan(self.directory) if is_entry)
         except OSError:
             return 0
         with self._lock:
@@ -494,16 +361,16 @@ class DiskCache:
             self._evict_lock.release()
 
     def _trim_locked(self, target: int) -> int:
-        entries: list[_FileInfo] = []
-        stale: list[_FileInfo] = []
+        entries: list[FileInfo] = []
+        stale: list[FileInfo] = []
         stale_before = time.time_ns() - _STALE_TMP_NS
-        for is_entry, info in self._scan():
+        for is_entry, info in scan(self.directory):
             if is_entry:
                 entries.append(info)
             elif info.mtime_ns < stale_before:
                 stale.append(info)
         total = sum(info.size for info in entries)
-        freed = sum(_unlink(info) for info in stale)
+        freed = sum(unlink(info) for info in stale)
         if total > self.max_bytes:
             entries.sort()  # oldest mtime first: least recently used
             for info in entries:
@@ -511,46 +378,12 @@ class DiskCache:
                     break
                 # One already gone (another process evicted it) counts as gone but
                 # not as freed by us.
-                freed += _unlink(info)
+                freed += unlink(info)
                 total -= info.size
         with self._lock:
             self._estimate = total
             self._scanned_at = time.monotonic_ns()
         return freed
-
-
-def _read_at_most(fd: int, size: int) -> bytes:
-    """The file's first ``size`` bytes (what it held when it was opened)."""
-    chunks = []
-    left = size
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def encode_entry(key: str, entry: CacheEntry) -> bytes:
-    """``entry`` in the disk format (also what the remote tier stores)."""
-    return b"".join(_encode(key, entry))
-
-
-def decode_entry(key: str, data: bytes) -> CacheEntry | None:
-    """The entry in ``data`` if it is whole, unaltered and ``key``'s, else ``None``."""
-    try:
-        return _decode(key, data)
-    except _Corrupt:
-        return None
-
-
-def _unlink(info: _FileInfo) -> int:
-    try:
-        Path(info.path).unlink()
-    except OSError:
-        return 0
-    return info.size
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -565,19 +398,3 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _check_key(key: str) -> str:
-    # Keys become file names: accept only what cache_key makes, which also rules out
-    # path tricks such as "../".
-    if not isinstance(key, str) or _KEY_RE.fullmatch(key) is None:
-        raise ValueError(f"not a cache key (64 lowercase hex digits): {key!r}")
-    return key
-
-
-def _remove(path: Path) -> None:
-    """Remove what is at ``path``: a folder with its contents, or a file or link itself."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()

@@ -1,4 +1,4 @@
-"""The remote tier: a cache shared by machines, behind the memory and disk tiers.
+"""Remote stores: what the remote tier (:mod:`._remote_tier`) reads and writes.
 
 A remote store holds entries in the disk tier's format (magic, format version, a SHA-256
 over the whole entry, the key inside), sealed with an HMAC under the team's key
@@ -11,8 +11,8 @@ in the key.
 A remote store must never fail or stall a compile: an implementation answers a lookup
 it cannot make with misses, within its own short timeouts, and stops asking for a
 while after a failure (:class:`RemoteCache` keeps that state and issues one
-:class:`RemoteCacheWarning` per outage). Writes are made by a writer task of the engine's,
-off every job's critical path.
+:class:`RemoteCacheWarning` per outage). Writes are made by the remote tier's writer
+task, off every job's critical path.
 
 Nor can a value someone else wrote cost much: a store reads a value only when its length
 is at most ``max_entry_bytes`` (what it would have written) and it starts as a sealed
@@ -20,8 +20,10 @@ value does, and a name whose value was refused (too large, not sealed, not verif
 remembered for ``bad_name_seconds``: lookups of it are misses without a request until
 then, or until this store writes a genuine entry there itself.
 
-A store implements :class:`RemoteCache`'s three methods; :mod:`._stores` makes the one
-a URL names. Passwords in URLs are shown as ``***`` everywhere (:func:`redacted_url`).
+:func:`~._stores.remote_cache_from_url` makes the store a URL names (``redis://``,
+``rediss://``, ``unix://``: :class:`~asynccomp.cache.RedisCache`, :mod:`._redis`); other
+stores implement :class:`RemoteCache`'s three methods in a module of their own.
+Passwords in URLs are shown as ``***`` everywhere (:func:`redacted_url`).
 """
 
 from __future__ import annotations
@@ -32,24 +34,18 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
-
-import anyio
-import anyio.to_thread
+from collections.abc import Sequence
 
 from ..errors import CacheWarning, InvalidJob
 from ._auth import MISSING_KEY, RemoteAuth
-from ._entry import CacheAuthWarning, warn_or_log
+from ._entry import warn_or_log
 
 __all__ = (
     "REMOTE_CACHE_ENV",
     "RemoteCache",
     "RemoteCacheWarning",
-    "RemoteWriter",
     "login_span",
     "redacted_url",
-    "warn_forged",
 )
 
 logger = logging.getLogger("asynccomp.cache")
@@ -96,7 +92,7 @@ class RemoteCache(abc.ABC):
         if not isinstance(auth, RemoteAuth):
             raise InvalidJob("auth", auth, "must be an asynccomp.cache.RemoteAuth")
         self.name = name
-        #: The team's key: what :class:`RemoteWriter` seals with and lookups verify.
+        #: The team's key: what the remote tier's writer seals with and lookups verify.
         self.auth = auth
         self.retry_after = retry_after
         self._down_until = 0.0
@@ -208,58 +204,6 @@ class RemoteCache(abc.ABC):
         return f"{type(self).__name__}({self.name!r}, key_id={self.auth.key_id!r})"
 
 
-class RemoteWriter:
-    """Writes entries to a remote store from a task of the engine's, so that no job
-    waits for the network. A full queue drops the write (the entry is in the local
-    tiers; the remote gets it next time); closing gives the queue ``drain`` seconds."""
-
-    def __init__(
-        self,
-        remote: RemoteCache,
-        *,
-        queue: int = 1024,
-        drain: float = 5.0,
-        stored: Callable[[], None] | None = None,
-    ) -> None:
-        self.remote = remote
-        self.stored = stored  # told of each entry the store took (the cache's counts)
-        self.drain = drain
-        self.dropped = 0
-        self.written = 0
-        self._send, self._receive = anyio.create_memory_object_stream[tuple[str, Any]](queue)
-        self._done = anyio.Event()
-
-    def submit(self, key: str, entry: Any) -> None:
-        """Queue ``entry`` (a :class:`~asynccomp.cache.CacheEntry`) for ``key``."""
-        try:
-            self._send.send_nowait((key, entry))
-        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self.dropped += 1
-
-    def _sealed(self, key: str, entry: Any) -> bytes:
-        from ._disk import encode_entry
-
-        return self.remote.auth.seal(key, encode_entry(key, entry))
-
-    async def run(self) -> None:
-        """The writer task: encode and seal (in a thread) and store, until closed."""
-        try:
-            async with self._receive:
-                async for key, entry in self._receive:
-                    data = await anyio.to_thread.run_sync(self._sealed, key, entry)
-                    if await self.remote.put(key, data) and self.stored is not None:
-                        self.stored()
-                    self.written += 1
-        finally:
-            self._done.set()
-
-    async def aclose(self) -> None:
-        """Stop taking entries; wait up to ``drain`` seconds for the queued ones."""
-        self._send.close()
-        with anyio.move_on_after(self.drain, shield=True):
-            await self._done.wait()
-
-
 def _is_seconds(value: object, *, zero: bool = False) -> bool:
     return (
         isinstance(value, (int, float))
@@ -318,15 +262,3 @@ def redacted_url(url: object) -> str:
         name, equals, _ = pair.partition("=")
         pairs.append(pair if name in _SHOWN_PARAMETERS or not equals else f"{name}=***")
     return f"{base}{mark}{'&'.join(pairs)}{'#***' if hash_mark else ''}"
-
-
-def warn_forged(remote: RemoteCache, count: int) -> None:
-    """Say, once per engine (the caller's to ensure), that ``count`` entries of
-    ``remote`` failed authentication."""
-    message = (
-        f"{count} entr{'y' if count == 1 else 'ies'} from remote compile cache "
-        f"{remote.name} failed authentication (not sealed with this key, id "
-        f"{remote.auth.key_id}: forged, damaged, or written with another key); they "
-        "were recompiled and not kept locally (asynccomp cache stats counts them)"
-    )
-    warn_or_log(message, CacheAuthWarning, stacklevel=3)

@@ -1,8 +1,6 @@
-"""The remote stores by the scheme of their URL: :func:`remote_cache_from_url` makes the
-store a URL names (``redis://``, ``rediss://``, ``unix://``:
-:class:`~asynccomp.cache.RedisCache`), :func:`remote_cache_from_environment` the one
-``$ASYNCCOMP_REMOTE_CACHE`` names. Apart from :mod:`._remote` (what every store is), which
-a store's own module builds on: a new store is a module and a line here."""
+"""The remote store a URL, or ``$ASYNCCOMP_REMOTE_CACHE``, names: the one place that
+knows every kind of store (each a :class:`~asynccomp.cache.RemoteCache` in a module of
+its own: :mod:`._redis`), so that no store's module imports another's."""
 
 from __future__ import annotations
 

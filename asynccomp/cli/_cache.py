@@ -24,8 +24,8 @@ from ..cache import (
     remote_cache_from_url,
 )
 from ..cache._remote import redacted_url
-from ..cache._results import stats_lock
 from ..cache._settings import MAX_SIZE_ENV, max_size, parse_size, store_max_size
+from ..cache._stats import stats_lock
 from ..errors import AsyncCompError
 
 DESCRIPTION = """\

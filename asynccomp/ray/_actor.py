@@ -21,7 +21,7 @@ import anyio
 
 from ..backends import BackendOutput, NvccBackend, NvrtcBackend, PreparedCompile
 from ..backends._workdirs import make_work_folder, sweep_work_folders
-from ..cache._results import key_identity
+from ..cache._compile_key import key_identity
 from ..toolkit import Toolkit, find_toolkit
 
 __all__ = ("CompileActor", "toolkit_identity")

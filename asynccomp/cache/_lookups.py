@@ -30,7 +30,7 @@ from typing import Generic, Literal, TypeVar
 import anyio
 import anyio.to_thread
 
-from ..cache._files import Stopped
+from ._files import Stopped
 
 __all__ = ("LOOKUP_LIMIT", "LOOKUP_THREADS", "Lookups")
 
