@@ -38,6 +38,7 @@ from .errors import (
     ServerError,
     ServerLost,
     ToolkitNotFound,
+    UnknownBackend,
     WorkerCrashed,
     WorkerStartFailed,
 )
@@ -74,6 +75,7 @@ __all__ = (
     "SyncEngine",
     "Toolkit",
     "ToolkitNotFound",
+    "UnknownBackend",
     "WorkerCrashed",
     "WorkerStartFailed",
     "find_toolkit",

@@ -4,6 +4,7 @@ One tree, so ``except AsyncCompError`` catches everything this library means to 
 
     AsyncCompError
     ├── InvalidJob (also a ValueError)      bad input: a CompileJob field, an engine setting
+    │   └── UnknownBackend                  a backend name no backend is registered under
     ├── EngineClosed (also a RuntimeError)  the engine is not running (or belongs to the
     │                                       parent of a forked process)
     ├── DumpDirError (also an OSError)      the dump root cannot be created or written
@@ -65,6 +66,7 @@ __all__ = (
     "ServerError",
     "ServerLost",
     "ToolkitNotFound",
+    "UnknownBackend",
     "WorkerCrashed",
     "WorkerStartFailed",
 )
@@ -89,6 +91,15 @@ class InvalidJob(AsyncCompError, ValueError):
         super().__init__(f"invalid {field} {shown}: {problem}")
         self.field = field
         self.value = value
+
+
+class UnknownBackend(InvalidJob):
+    """A backend name that no backend is registered under (:mod:`asynccomp.backends`);
+    ``registered`` holds the names there are."""
+
+    def __init__(self, value: object, registered: tuple[str, ...]) -> None:
+        super().__init__("backend", value, f"expected one of {', '.join(registered)}")
+        self.registered = registered
 
 
 class EngineClosed(AsyncCompError, RuntimeError):

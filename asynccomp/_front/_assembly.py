@@ -26,11 +26,12 @@ import anyio.abc
 import anyio.to_thread
 
 from .._scheduler.local import MakeBackends, check_arch, start_local
-from ..backends import CompilerBackend
+from ..backends import CompilerBackend, compiler_versions
 from ..cache import RemoteCache, ResultCache
 from ..config import EngineConfig
 from ..cost import CostModel
 from ..errors import AsyncCompWarning, ServerError
+from ..job import DEFAULT_BACKEND
 from ..runner import Runner
 from ..toolkit import Toolkit
 from ._dumps import DumpRegistry
@@ -100,7 +101,7 @@ def _front(
         planner=planner,
         runner=runner,
         cost_model=cost_model,
-        versions=lambda: toolkit.compiler_versions,
+        versions=lambda: compiler_versions(toolkit),
     )
 
 
@@ -128,7 +129,7 @@ async def _on_server(
     await client.start(task_group)
     toolkit = client.toolkit
     if config.arch is not None:
-        check_arch(toolkit, "nvrtc", config.arch, "Engine(arch=...), on the compile server")
+        check_arch(toolkit, DEFAULT_BACKEND, config.arch, "Engine(arch=...), on the compile server")
     mismatch = client.remote_key_mismatch()
     if mismatch is not None:
         raise ServerError(mismatch)

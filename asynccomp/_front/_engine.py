@@ -19,6 +19,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from .._scheduler.local import check_arch, default_backends, local_workers, remote_cache
+from ..backends import BackendSettings
 from ..config import EngineConfig, NvrtcModeSetting
 from ..cost import CostModel
 from ..errors import InvalidJob
@@ -30,7 +31,7 @@ from ._assembly import assemble
 from ._batch import Batch
 from ._completed import CompletedResults
 from ._lifecycle import EngineState, Lifecycle
-from ._view import EngineView, NvrtcMode
+from ._view import EngineView
 
 if TYPE_CHECKING:
     from ..backends import CompilerBackend
@@ -173,16 +174,14 @@ class Engine(EngineView):
     def _setup(self, config: EngineConfig) -> None:
         config.check("engine")
         self.config = config
-        self._local_workers: dict[str, int] = {}
-        self._nvrtc_mode: NvrtcMode = "threads"
+        self._backend_settings: dict[str, BackendSettings] = {}
         self._remote: RemoteCache | None = None
         if config.server is None:
             # The remote tier is made (not connected) and checked now: a bad URL or a
             # missing key fails here, as any bad setting does.
             self._remote = remote_cache(config.remote_cache) if config.cache else None
             # Counts last: a count lowered to fit memory warns, for a valid engine only.
-            workers, mode = local_workers(config)
-            self._local_workers, self._nvrtc_mode = workers, mode  # type: ignore[assignment]
+            self._backend_settings = local_workers(config)
         self.cost_model = CostModel() if config.cost_model is None else config.cost_model
         self._life = Lifecycle()
 
@@ -198,7 +197,7 @@ class Engine(EngineView):
             lambda task_group, stack: assemble(
                 self.config,
                 remote=self._remote,
-                workers=self._local_workers,
+                workers=self._local_workers(),
                 cost_model=self.cost_model,
                 make_backends=self._make_backends,
                 task_group=task_group,
@@ -218,7 +217,7 @@ class Engine(EngineView):
     def _make_backends(self, toolkit: Toolkit) -> dict[str, CompilerBackend]:
         """The backends by name, made as the engine starts (a subclass may return its
         own: the scheduler's lifecycle tests use a backend that compiles nothing)."""
-        return default_backends(toolkit, self._nvrtc_mode, self._local_workers, self.arch)
+        return default_backends(toolkit, self._backend_settings)
 
     def statistics(self) -> EngineStatistics:
         """An immutable snapshot of the counters (and of what is queued and running

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from ..backends import BackendSettings, compiler_versions
 from ..config import EngineConfig
 from ..errors import EngineClosed
 from ..toolkit import Toolkit
@@ -30,9 +31,11 @@ class EngineView:
     """An engine's settings and whereabouts (a base of :class:`~asynccomp.Engine`)."""
 
     config: EngineConfig
-    _local_workers: dict[str, int]
-    _nvrtc_mode: NvrtcMode
+    _backend_settings: dict[str, BackendSettings]  # each backend's, in process
     _life: Lifecycle
+
+    def _local_workers(self) -> dict[str, int]:
+        return {name: s.workers for name, s in self._backend_settings.items()}
 
     @property
     def arch(self) -> str | None:
@@ -62,7 +65,8 @@ class EngineView:
     @property
     def nvrtc_mode(self) -> NvrtcMode:
         """How local NVRTC compiles run (on a compile server: the server's business)."""
-        return self._nvrtc_mode
+        settings = self._backend_settings.get("nvrtc")
+        return "threads" if settings is None else settings.mode
 
     @property
     def slots(self) -> Mapping[str, int]:
@@ -70,7 +74,7 @@ class EngineView:
         its local workers, its Ray actors, or (once started) its compile server's."""
         if self._life.parts is not None:
             return self._life.parts.runner.slots()
-        return dict(self._local_workers)
+        return self._local_workers()
 
     @property
     def nvrtc_workers(self) -> int:
@@ -112,5 +116,6 @@ class EngineView:
 
     @property
     def compiler_versions(self) -> dict[str, str | None]:
-        """The versions of the compilers this engine uses (NVRTC, nvcc), for reports."""
-        return self.toolkit.compiler_versions
+        """The versions of the compilers of every backend (NVRTC, nvcc, ptxas), for
+        reports."""
+        return compiler_versions(self.toolkit)

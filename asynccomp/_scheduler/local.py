@@ -17,11 +17,18 @@ from pathlib import Path
 import anyio.abc
 import anyio.to_thread
 
-from ..backends import CompilerBackend
+from ..backends import (
+    BackendSettings,
+    CompilerBackend,
+    arch_supported,
+    backend_class,
+    backend_names,
+)
 from ..cache import RemoteCache, ResultCache
 from ..config import EngineConfig
 from ..errors import InvalidJob
 from ..gpu import local_gpu_arch
+from ..job import DEFAULT_BACKEND
 from ..toolkit import Toolkit, find_toolkit
 from . import _limits
 from ._pipeline import Scheduler
@@ -45,12 +52,15 @@ MakeBackends = Callable[[Toolkit], dict[str, CompilerBackend]]
 def check_arch(toolkit: Toolkit, backend: str, arch: str, what: str) -> None:
     """Raise :class:`~asynccomp.InvalidJob` if ``backend``'s compiler in ``toolkit``
     does not take ``arch``; ``what`` says whose architecture it is."""
-    if not toolkit.supports(backend, arch):
+    cls = backend_class(backend)
+    known = cls.archs(toolkit)
+    if not arch_supported(known, arch):
+        listed = ", ".join(f"sm_{n}" for n in sorted(known))
         raise InvalidJob(
             "arch",
             arch,
-            f"{backend} ({toolkit.compiler_versions[backend]}) supports "
-            f"{toolkit.supported_archs(backend)} (a: 90 and up; f: 100 and up); {what}",
+            f"{backend} ({cls.version(toolkit)}) supports {listed} "
+            f"(a: 90 and up; f: 100 and up); {what}",
         )
 
 
@@ -88,7 +98,7 @@ async def start_local(
         # Asked once, off the event loop (cuInit can take a while); cached after.
         await anyio.to_thread.run_sync(local_gpu_arch)
     else:
-        check_arch(toolkit, "nvrtc", config.arch, "Engine(arch=...)")
+        check_arch(toolkit, DEFAULT_BACKEND, config.arch, "Engine(arch=...)")
     cache = await anyio.to_thread.run_sync(_make_cache, config, remote)
     local = backends = make_backends(toolkit)
     slots = dict(workers)
@@ -119,20 +129,11 @@ async def start_local(
 
 
 def default_backends(
-    toolkit: Toolkit, mode: str, workers: Mapping[str, int], arch: str | None
+    toolkit: Toolkit, settings: Mapping[str, BackendSettings]
 ) -> dict[str, CompilerBackend]:
-    """NVRTC (``mode``: threads or processes) and nvcc, as an engine makes them."""
-    from ..backends import NvccBackend, NvrtcBackend
-
-    return {
-        "nvrtc": NvrtcBackend(
-            toolkit,
-            "processes" if mode == "processes" else "threads",
-            workers.get("nvrtc", 1),
-            warmup_arch=arch or "sm_80",
-        ),
-        "nvcc": NvccBackend(toolkit),
-    }
+    """Every registered backend, as an engine (or a compile server) with ``settings``
+    (:func:`local_workers`) makes them."""
+    return {name: backend_class(name).create(toolkit, settings[name]) for name in settings}
 
 
 def _make_cache(config: EngineConfig, remote: RemoteCache | None) -> ResultCache | None:
@@ -172,11 +173,17 @@ def remote_cache(value: object) -> RemoteCache | None:
     return remote_cache_from_url(value)
 
 
-def local_workers(config: EngineConfig) -> tuple[dict[str, int], str]:
-    """The worker counts and NVRTC mode of an engine that compiles in this process
-    (counts capped by memory, with a warning for a count that was given)."""
-    nvrtc = _limits.nvrtc_workers(config.nvrtc_workers)
-    mode = config.nvrtc_mode
-    if mode == "auto":
-        mode = "processes" if nvrtc > 1 else "threads"
-    return {"nvrtc": nvrtc, "nvcc": _limits.nvcc_workers(config.nvcc_workers)}, mode
+def local_workers(config: EngineConfig) -> dict[str, BackendSettings]:
+    """How an engine that compiles in this process runs each registered backend: its
+    worker count (its setting's, else one per CPU; capped by memory, with a warning
+    for a count that was given) and the rest of its settings."""
+    settings = {}
+    for name in backend_names():
+        cls = backend_class(name)
+        setting = cls.workers_setting
+        requested = None if setting is None else getattr(config, setting)
+        count = _limits.worker_count(
+            setting or f"{name} workers", requested, cls.worker_memory, cls.worker_noun
+        )
+        settings[name] = cls.settings(config, count)
+    return settings

@@ -2,7 +2,8 @@
 removes those of processes that are gone.
 
 An nvcc job runs in a folder of its own (``asynccomp-nvcc-<pid>-XXXXXXXX`` in the
-temporary folder), and a Ray actor keeps nvcc's intermediates in another
+temporary folder; ``asynccomp-ptxas-...`` for ptxas), and a Ray actor keeps nvcc's
+intermediates in another
 (``asynccomp-keep-<pid>-XXXXXXXX``); each is removed when its job ends. A process
 killed by SIGKILL removes nothing, so every engine (and compile server, and Ray actor)
 sweeps, as it starts, the folders of this user whose process is no longer running.
@@ -29,8 +30,10 @@ __all__ = ("make_work_folder", "sweep_work_folders")
 
 logger = logging.getLogger("asynccomp")
 
-_KINDS = ("nvcc", "keep")
-_NAME = re.compile(r"asynccomp-(?:nvcc|keep)-(\d+)-")
+# A program backend's jobs (named after its program: nvcc, ptxas), and the intermediates
+# a Ray actor keeps.
+_KINDS = ("nvcc", "ptxas", "keep")
+_NAME = re.compile(r"asynccomp-(?:nvcc|ptxas|keep)-(\d+)-")
 
 
 def make_work_folder(kind: str) -> Path:

@@ -26,20 +26,22 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
-from ..errors import ToolkitNotFound
+from ..errors import InvalidJob, ToolkitNotFound
 from ..job import CompileJob, nvrtc_arch
 from ..preamble import rewrite_tvm_preamble
 from ..toolkit import Toolkit
 from ._base import (
     BackendOptions,
     BackendOutput,
+    BackendSettings,
     CompilerBackend,
     PreparedCompile,
     add_shared_options,
@@ -49,6 +51,9 @@ from ._base import (
 from ._nvrtc_files import sweep_stale_auto_pch
 from ._nvrtc_pool import NvrtcProcessPool
 from ._nvrtc_threads import NvrtcThreads
+
+if TYPE_CHECKING:
+    from ..config import EngineConfig
 
 logger = logging.getLogger("asynccomp")
 
@@ -82,6 +87,45 @@ class NvrtcBackend(CompilerBackend):
     """
 
     name = "nvrtc"
+    outputs = ("cubin", "ptx")
+    # Medians over the shared TVM corpus (with the preamble fast path), rounded.
+    cost_prior = (0.05, 5e-6)
+    worker_memory = 2**30  # see asynccomp._scheduler._limits
+    workers_setting = "nvrtc_workers"
+    worker_noun = "NVRTC worker"
+    warms_up = True
+    takes_pch = True
+
+    @classmethod
+    def create(cls, toolkit: Toolkit, settings: BackendSettings) -> NvrtcBackend:
+        return cls(toolkit, settings.mode, settings.workers, warmup_arch=settings.warmup_arch)
+
+    @classmethod
+    def version(cls, toolkit: Toolkit) -> str | None:
+        return None if toolkit.nvrtc_version is None else "{}.{}".format(*toolkit.nvrtc_version)
+
+    @classmethod
+    def archs(cls, toolkit: Toolkit) -> tuple[int, ...]:
+        return toolkit.nvrtc_archs
+
+    @classmethod
+    def identity(cls, toolkit: Toolkit) -> tuple[str, tuple[Path, ...]]:
+        return f"nvrtc {cls.version(toolkit)} {toolkit.nvrtc_library}", toolkit.include_dirs
+
+    @classmethod
+    def check_job(cls, job: CompileJob) -> None:
+        if job.output == "fatbin":
+            raise InvalidJob(
+                "output", job.output, 'NVRTC makes cubin or ptx; use backend="nvcc" for fatbin'
+            )
+        super().check_job(job)
+
+    @classmethod
+    def settings(cls, config: EngineConfig, workers: int) -> BackendSettings:
+        mode = config.nvrtc_mode
+        if mode == "auto":
+            mode = "processes" if workers > 1 else "threads"
+        return BackendSettings(workers, mode, warmup_arch=config.arch or "sm_80")
 
     def __init__(
         self,

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 
 import anyio.to_thread
 
-from ..backends import BackendOutput, PreparedCompile
+from ..backends import BackendOutput, PreparedCompile, backend_class
 from ..errors import CacheUnavailable
 from ..toolkit import Toolkit
 from ._deps import Dependency, dependencies_changed
@@ -113,12 +113,9 @@ def _unnamed(prepared: PreparedCompile) -> tuple[str, ...]:
 
 
 def compiler_identity(backend: str, toolkit: Toolkit) -> tuple[str, tuple[Path, ...]]:
-    """(identity string, include folders) of the compiler a backend runs."""
-    if backend == "nvrtc":
-        version = toolkit.compiler_versions["nvrtc"]
-        return f"nvrtc {version} {toolkit.nvrtc_library}", toolkit.include_dirs
-    includes = (toolkit.cuda_root / "include",) if toolkit.cuda_root is not None else ()
-    return f"nvcc {toolkit.nvcc_version} {toolkit.nvcc}", includes
+    """(identity string, include folders) of the compiler a backend runs: the
+    backend's own (:meth:`~asynccomp.backends.CompilerBackend.identity`)."""
+    return backend_class(backend).identity(toolkit)
 
 
 def key_identity(backend: str, toolkit: Toolkit) -> tuple[str, str]:

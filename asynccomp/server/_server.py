@@ -42,6 +42,7 @@ from .._scheduler.local import (
     start_local,
 )
 from .._version import __version__
+from ..backends import compiler_versions
 from ..backends._base import empty_folder
 from ..config import EngineConfig
 from ..errors import ServerError
@@ -96,7 +97,8 @@ class Server:
         self.started = time.time()
         self._tally = Tally()
         self._remote = remote_cache(self.config.remote_cache) if self.config.cache else None
-        self._workers, self._mode = local_workers(self.config)
+        self._backend_settings = local_workers(self.config)
+        self._workers = {name: s.workers for name, s in self._backend_settings.items()}
         self._local: LocalRunner | None = None
         self._sessions: set[Session] = set()
         self._idle_since = time.monotonic()
@@ -187,9 +189,7 @@ class Server:
                     self.config,
                     remote=self._remote,
                     workers=self._workers,
-                    make_backends=lambda toolkit: default_backends(
-                        toolkit, self._mode, self._workers, self.config.arch
-                    ),
+                    make_backends=lambda toolkit: default_backends(toolkit, self._backend_settings),
                     task_group=background,
                     stack=stack,
                 )
@@ -331,7 +331,8 @@ class Server:
             if cache is None or cache.remote is None
             else cache.remote.auth.key_id,
             "slots": None if local is None else dict(local.scheduler.slots()),
-            "nvrtc_mode": self._mode,
+            # Where each backend's compiles run: worker processes, or threads/programs.
+            "modes": {name: s.mode for name, s in self._backend_settings.items()},
             "executor": "ray" if local is not None and local.on_cluster else "local",
             "where": None if local is None else local.scheduler.where,
         }
@@ -374,5 +375,5 @@ class Server:
             "cache_stats": None if cache is None else cache.stats.as_dict(),
             "cache_stats_unsaved": None if cache is None else cache.stats.unsaved(),
             "settings": self.settings(),
-            "toolkit": self.toolkit.compiler_versions,
+            "toolkit": compiler_versions(self.toolkit),
         }
