@@ -26,10 +26,7 @@ FATBIN_MAGIC = bytes.fromhex("50ed55ba")  # the fatbin container's little-endian
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_batch_larger_than_workers(backend: str) -> None:
-    jobs = [
-        CompileJob(scale_kernel(1.0 + i), name=f"scale{i}", backend=backend)
-        for i in range(7)
-    ]
+    jobs = [CompileJob(scale_kernel(1.0 + i), name=f"scale{i}", backend=backend) for i in range(7)]
     async with Engine(arch=ARCH, nvrtc_workers=2, nvcc_workers=2) as engine:
         results = await engine.compile_many(jobs)
         stats = engine.statistics()

@@ -132,8 +132,12 @@ def default_backends(
     toolkit: Toolkit, settings: Mapping[str, BackendSettings]
 ) -> dict[str, CompilerBackend]:
     """Every registered backend, as an engine (or a compile server) with ``settings``
-    (:func:`local_workers`) makes them."""
-    return {name: backend_class(name).create(toolkit, settings[name]) for name in settings}
+    (:func:`local_workers`) makes them; a backend without settings gets the defaults
+    (an engine on a compile server only renders with them)."""
+    return {
+        name: backend_class(name).create(toolkit, settings.get(name, BackendSettings()))
+        for name in backend_names()
+    }
 
 
 def _make_cache(config: EngineConfig, remote: RemoteCache | None) -> ResultCache | None:

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from .._version import __version__
-from ..backends import arch_supported, backend_class, backend_names, compiler_versions
+from ..backends import BACKENDS, arch_supported, backend_class, backend_names, compiler_versions
 from ..cache import (
     REMOTE_CACHE_ENV,
     DiskCache,
@@ -244,9 +244,15 @@ def run(args: argparse.Namespace) -> int:
     if server.get("running") and settings:
         slots = settings.get("slots") or {}
         modes = settings.get("modes") or {}
+        # The backends that keep worker processes (NVRTC), and how they run.
+        in_processes = "".join(
+            f", {name} in {mode}"
+            for name, mode in modes.items()
+            if name in BACKENDS and backend_class(name).warms_up
+        )
         lines += [
             f"  compiles     {', '.join(f'{n} x{k}' for k, n in slots.items()) or '-'}"
-            f" ({settings.get('executor')}, NVRTC in {modes.get('nvrtc')}), "
+            f" ({settings.get('executor')}{in_processes}), "
             f"{server.get('workers')} workers alive",
             "  its cache    "
             + (settings.get("cache_dir") or "memory only" if settings.get("cache") else "off"),
