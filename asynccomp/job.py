@@ -19,10 +19,10 @@ from .backends._registry import backend_class
 from .errors import InvalidJob
 
 __all__ = (
-    "DEFAULT_BACKEND",
-    "MAX_SOURCE_CHARS",
     "Backend",
     "CompileJob",
+    "DEFAULT_BACKEND",
+    "MAX_SOURCE_CHARS",
     "OutputFormat",
     "nvrtc_arch",
     "parse_arch",

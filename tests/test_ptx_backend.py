@@ -6,6 +6,7 @@ server and Ray compile it in ``test_doors.py``'s table."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from asynccomp import CompileError, CompileJob, Engine, InvalidJob
 from asynccomp.backends import PtxBackend, backend_class
+from asynccomp.backends._workdirs import sweep_work_folders
 from asynccomp.backends.ptx import target_mismatch
 from asynccomp.cache import compiler_identity
 from asynccomp.toolkit import find_toolkit
@@ -202,3 +204,15 @@ def test_the_registry_entry_says_what_the_engine_runs() -> None:
     cls = backend_class("ptx")
     assert cls is PtxBackend and cls.outputs == ("cubin",) and cls.source_suffix == ".ptx"
     assert CompileJob(ptx_kernel(), backend="ptx").output_format == "cubin"
+
+
+def test_ptxas_work_folders_of_ended_processes_are_swept(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])  # a pid that has ended
+    gone.wait()
+    left = tmp_path / f"asynccomp-ptxas-{gone.pid}-ab12_xyz"
+    left.mkdir()
+    (left / "k.ptx").write_text(ptx_kernel())
+    mine = tmp_path / f"asynccomp-ptxas-{os.getpid()}-cd34_xyz"
+    mine.mkdir()
+    assert sweep_work_folders(str(tmp_path)) == [left.name]
+    assert not left.exists() and mine.exists()

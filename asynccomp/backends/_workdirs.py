@@ -30,16 +30,19 @@ __all__ = ("make_work_folder", "sweep_work_folders")
 
 logger = logging.getLogger("asynccomp")
 
-# A program backend's jobs (named after its program: nvcc, ptxas), and the intermediates
-# a Ray actor keeps.
-_KINDS = ("nvcc", "ptxas", "keep")
-_NAME = re.compile(r"asynccomp-(?:nvcc|ptxas|keep)-(\d+)-")
+# A kind is a word of lowercase letters: a program backend's program (nvcc, ptxas), or
+# "keep" (the intermediates a Ray actor keeps). Whatever follows the pid is mkdtemp's
+# (letters, digits, "_"), so no other asynccomp folder (asynccomp-empty-XXXXXXXX,
+# asynccomp-<uid>) has this form.
+_KIND = re.compile(r"[a-z]+")
+_NAME = re.compile(r"asynccomp-[a-z]+-(\d+)-[A-Za-z0-9_]+")
 
 
 def make_work_folder(kind: str) -> Path:
     """Blocking: a new private folder ``asynccomp-<kind>-<this pid>-XXXXXXXX`` in the
-    temporary folder (``kind``: ``"nvcc"`` or ``"keep"``)."""
-    assert kind in _KINDS, kind
+    temporary folder (``kind``: a program backend's program, ``"nvcc"``, ``"ptxas"``,
+    or ``"keep"``)."""
+    assert _KIND.fullmatch(kind), kind
     return Path(tempfile.mkdtemp(prefix=f"asynccomp-{kind}-{os.getpid()}-"))
 
 
@@ -54,7 +57,7 @@ def sweep_work_folders(root: str | None = None) -> list[str]:
     except OSError:
         return removed
     for entry in entries:
-        match = _NAME.match(entry.name)
+        match = _NAME.fullmatch(entry.name)
         if match is None:
             continue
         pid = int(match.group(1))

@@ -22,20 +22,21 @@ filled in; dumps get ``rerun.sh``.
   ``-lineinfo``...). ``-o``/``--output-file`` and ``-arch``/``--gpu-name`` are refused
   (asynccomp names the files, the job's arch is the architecture).
 
->>> from asynccomp import CompileJob
+>>> from asynccomp import CompileJob, SyncEngine
 >>> PTX = '''
 ... .version 8.0
 ... .target sm_80
 ... .address_size 64
 ... .visible .entry k() { ret; }
 ... '''
->>> job = CompileJob(PTX, name="k", backend="ptx", arch="sm_90a")
->>> job.output_format
-'cubin'
->>> CompileJob(PTX, backend="ptx", arch="sm_75")
+>>> with SyncEngine(arch="sm_90a", cache=False) as engine:
+...     result = engine.compile(CompileJob(PTX, name="k", backend="ptx"))
+>>> result.ok, result.output, result.resources["k"].arch, result.command[1:3]
+(True, 'cubin', 'sm_90a', ('-arch=sm_90a', '-v'))
+>>> CompileJob(PTX, backend="ptx", arch="sm_75")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-asynccomp.errors.InvalidJob: invalid arch 'sm_75': the PTX's .target sm_80 compiles for ...
+asynccomp.errors.InvalidJob: invalid arch 'sm_75': the PTX's .target sm_80 compiles ...
 
 Where a ptxas option is rendered: :meth:`PtxBackend.prepare`, here, and nowhere else.
 """
