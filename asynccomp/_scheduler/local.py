@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import anyio.abc
 import anyio.to_thread
@@ -189,5 +190,8 @@ def local_workers(config: EngineConfig) -> dict[str, BackendSettings]:
         count = _limits.worker_count(
             setting or f"{name} workers", requested, cls.worker_memory, cls.worker_noun
         )
-        settings[name] = cls.settings(config, count)
+        asked = "threads" if cls.mode_setting is None else getattr(config, cls.mode_setting)
+        processes = asked == "processes" or (asked == "auto" and count > 1)
+        mode: Literal["threads", "processes"] = "processes" if processes else "threads"
+        settings[name] = BackendSettings(count, mode, warmup_arch=config.arch or "sm_80")
     return settings

@@ -32,16 +32,13 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import anyio.abc
 
 from ..errors import InvalidJob
 from ..job import CompileJob, OutputFormat
 from ..toolkit import Toolkit
-
-if TYPE_CHECKING:
-    from ..config import EngineConfig
 
 __all__ = (
     "BackendOptions",
@@ -304,6 +301,10 @@ class CompilerBackend(abc.ABC):
     #: and what one worker is called in messages.
     workers_setting: ClassVar[str | None] = None
     worker_noun: ClassVar[str] = "compile"
+    #: The engine setting that says whether its compiles run in worker processes or in
+    #: threads of this process (``"auto"``: processes when it has more than one worker;
+    #: ``None``: it has no such choice).
+    mode_setting: ClassVar[str | None] = None
     #: ``PreparedCompile.options`` is the whole argv of a program, file names relative
     #: to its work folder (a dump writes ``rerun.sh``), not an option list for a library.
     runs_program: ClassVar[bool] = False
@@ -369,12 +370,6 @@ class CompilerBackend(abc.ABC):
         stem = prepared.filename.removesuffix(cls.source_suffix)
         if stem == prepared.filename or not _PLAIN_STEM.fullmatch(stem):
             raise ValueError(f"{what}: not a plain {cls.source_suffix} file name")
-
-    @classmethod
-    def settings(cls, config: EngineConfig, workers: int) -> BackendSettings:
-        """How an engine (or a compile server) with ``config`` runs it, ``workers`` at
-        once."""
-        return BackendSettings(workers, warmup_arch=config.arch or "sm_80")
 
     # -- an instance: compiles -----------------------------------------------------------
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import anyio
 import anyio.abc
@@ -51,9 +51,6 @@ from ._base import (
 from ._nvrtc_files import sweep_stale_auto_pch
 from ._nvrtc_pool import NvrtcProcessPool
 from ._nvrtc_threads import NvrtcThreads
-
-if TYPE_CHECKING:
-    from ..config import EngineConfig
 
 logger = logging.getLogger("asynccomp")
 
@@ -92,6 +89,7 @@ class NvrtcBackend(CompilerBackend):
     cost_prior = (0.05, 5e-6)
     worker_memory = 2**30  # see asynccomp._scheduler._limits
     workers_setting = "nvrtc_workers"
+    mode_setting = "nvrtc_mode"
     worker_noun = "NVRTC worker"
     warms_up = True
     takes_pch = True
@@ -119,13 +117,6 @@ class NvrtcBackend(CompilerBackend):
                 "output", job.output, 'NVRTC makes cubin or ptx; use backend="nvcc" for fatbin'
             )
         super().check_job(job)
-
-    @classmethod
-    def settings(cls, config: EngineConfig, workers: int) -> BackendSettings:
-        mode = config.nvrtc_mode
-        if mode == "auto":
-            mode = "processes" if workers > 1 else "threads"
-        return BackendSettings(workers, mode, warmup_arch=config.arch or "sm_80")
 
     def __init__(
         self,
