@@ -25,24 +25,27 @@ import tempfile
 from pathlib import Path
 
 from .._procs import running
+from ._registry import backend_class, backend_names
 
-__all__ = ("make_work_folder", "sweep_work_folders")
+__all__ = ("make_work_folder", "sweep_work_folders", "work_folder_kinds")
 
 logger = logging.getLogger("asynccomp")
 
-# A kind is a word of lowercase letters: a program backend's program (nvcc, ptxas), or
-# "keep" (the intermediates a Ray actor keeps). Whatever follows the pid is mkdtemp's
-# (letters, digits, "_"), so no other asynccomp folder (asynccomp-empty-XXXXXXXX,
-# asynccomp-<uid>) has this form.
-_KIND = re.compile(r"[a-z]+")
-_NAME = re.compile(r"asynccomp-[a-z]+-(\d+)-[A-Za-z0-9_]+")
+
+def work_folder_kinds() -> tuple[str, ...]:
+    """The kinds of work folder there are: ``"keep"`` (the intermediates a Ray actor
+    keeps), and the program of every registered backend that runs one (``nvcc``,
+    ``ptxas``: :class:`._tool.ProgramBackend`'s ``tool``). Other folders of asynccomp's
+    in the temporary folder (``asynccomp-empty-*``, ``asynccomp-nvrtc-*``) are not
+    work folders, and the sweep leaves them."""
+    tools = (getattr(backend_class(name), "tool", None) for name in backend_names())
+    return ("keep", *sorted({tool for tool in tools if isinstance(tool, str)}))
 
 
 def make_work_folder(kind: str) -> Path:
     """Blocking: a new private folder ``asynccomp-<kind>-<this pid>-XXXXXXXX`` in the
-    temporary folder (``kind``: a program backend's program, ``"nvcc"``, ``"ptxas"``,
-    or ``"keep"``)."""
-    assert _KIND.fullmatch(kind), kind
+    temporary folder (``kind``: one of :func:`work_folder_kinds`)."""
+    assert kind in work_folder_kinds(), kind
     return Path(tempfile.mkdtemp(prefix=f"asynccomp-{kind}-{os.getpid()}-"))
 
 
@@ -51,13 +54,14 @@ def sweep_work_folders(root: str | None = None) -> list[str]:
     that belong to this user and to a process no longer running; the names removed."""
     folder = tempfile.gettempdir() if root is None else root
     uid, me = os.getuid(), os.getpid()
+    name = re.compile(rf"asynccomp-(?:{'|'.join(work_folder_kinds())})-(\d+)-")
     removed: list[str] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return removed
     for entry in entries:
-        match = _NAME.fullmatch(entry.name)
+        match = name.match(entry.name)
         if match is None:
             continue
         pid = int(match.group(1))
