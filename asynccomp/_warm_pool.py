@@ -43,6 +43,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from . import _os
 from ._warm_worker import dumps, frame
 from .errors import WorkerStartFailed
 
@@ -117,24 +118,6 @@ def _kill_all(workers: dict[int, _Worker]) -> None:
     for worker in list(workers.values()):
         _kill(worker)
     workers.clear()
-
-
-def _stopped(pid: int) -> bool:
-    """Whether the process is stopped by a signal (``T``; a debugger's ``t`` is not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read()
-    except OSError:
-        return False
-    return fields[fields.rindex(")") + 2 :].startswith("T")
-
-
-def _rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 class WarmPool:
@@ -257,6 +240,9 @@ class WarmPool:
                     *(str(arg) for arg in (tasks_read, results_write, os.getpid())),
                 ],
                 pass_fds=(tasks_read, results_write),
+                # The asynccomp this process runs, however it was found (a checkout put
+                # on sys.path imports in the worker too, not another one installed).
+                env=_os.child_environ(),
                 start_new_session=True,
             )
         except BaseException:
@@ -362,7 +348,7 @@ class WarmPool:
         for worker in list(self._workers.values()):
             if worker.state is _State.IDLE:
                 continue
-            if not _stopped(worker.process.pid):
+            if not _os.stopped(worker.process.pid):
                 worker.stopped_since = None
             elif worker.stopped_since is None:
                 worker.stopped_since = now
@@ -456,7 +442,7 @@ class WarmPool:
                 worker.state, worker.task = _State.IDLE, None
                 worker.uses += 1
                 if (self._max_uses is not None and worker.uses >= self._max_uses) or (
-                    self._max_rss is not None and _rss(worker.process.pid) > self._max_rss
+                    self._max_rss is not None and _os.rss(worker.process.pid) > self._max_rss
                 ):
                     self._replace(worker, "recycled")
                     break

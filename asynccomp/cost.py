@@ -12,7 +12,7 @@ cheap (it runs on the event loop for every job). It is, in order of preference:
    :attr:`~asynccomp.backends.CompilerBackend.cost_prior` (measured medians).
 
 Why not just source size: it ranks the 60 TVM kernels of the shared corpus fairly
-(Spearman 0.80 against their NVRTC times, ``benchmarks/compile_time_predictors.py``) but
+(Spearman 0.80 against their NVRTC times, ``benchmarks/compile/time_predictors.py``) but
 misses single kernels by up to 6.5x (a 13 KB convolution takes 1.6 s, 4.7x what its size
 predicts). Other features of the text (unrolled statement counts, loop nests, local array
 sizes) ranked worse in a one-off trial. What does predict a compile's time well is its

@@ -20,7 +20,7 @@ into ``std``, so :func:`rewrite_tvm_preamble` replaces the include and the
 ``namespace std`` block with :data:`TYPE_TRAITS_SHIM`, about 5 KB of direct definitions
 of exactly those eight names. On the 60-kernel TVM corpus this cuts the summed NVRTC time
 by about 2x (median per kernel 3-4x) and gives identical SASS
-(``benchmarks/sass_identity.py`` checks this).
+(``benchmarks/parity/fast_path_sass.py`` checks this).
 
 What the shim promises
 ----------------------

@@ -14,7 +14,7 @@ def this_checkout_in_subprocesses() -> Iterator[None]:
     """``python -m asynccomp`` in a test's subprocess imports this checkout's package,
     the one under test, not whichever one the environment installed (a second worktree
     shares the first one's editable install: its subprocesses ran the other code)."""
-    from asynccomp.backends._nvrtc_pool import python_path
+    from asynccomp._os import python_path
 
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = python_path()

@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
-
+from asynccomp._os import listening, running
 from asynccomp._version import __version__
 from asynccomp.server import ServerPaths, server_paths
 from asynccomp.server._protocol import PROTOCOL, Welcome, Workers, parse
@@ -65,34 +64,22 @@ def server_folder() -> Iterator[Path]:
 
 
 def server_pid(paths: ServerPaths) -> int | None:
-    """The pid the server's lock file names, if that process is alive."""
+    """The pid the server's lock file names, if that process runs (a zombie has ended)."""
     try:
         pid = int(paths.lock.read_text().strip())
     except (OSError, ValueError):
         return None
-    return pid if psutil.pid_exists(pid) else None
-
-
-def _connectable(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-    return True
+    return pid if running(pid) else None
 
 
 def wait_gone(pid: int, within: float = 30.0) -> bool:
-    """Whether process ``pid`` ended (or is a zombie) within ``within`` seconds."""
+    """Whether process ``pid`` ended (a zombie has) within ``within`` seconds."""
     deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
+    while running(pid):
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.05)
-    return False
+    return True
 
 
 @contextlib.contextmanager
@@ -111,7 +98,7 @@ def running_server(
         )
     try:
         deadline = time.monotonic() + 60
-        while not _connectable(paths.socket):
+        while not listening(paths.socket):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the server did not start (exit status {process.poll()})")
             time.sleep(0.05)

@@ -22,7 +22,7 @@ from asynccomp.examples import (
 
 ARCH = "sm_90a"
 REPO = Path(__file__).resolve().parent.parent
-GENERATOR = REPO / "benchmarks" / "make_examples.py"
+GENERATOR = REPO / "benchmarks" / "corpus" / "make_examples.py"
 #: How every TVM 0.27 kernel starts.
 TVM_PRELUDE = "\n#ifdef __CUDACC_RTC__\n  #include <cuda/std/cstdint>\n"
 
@@ -78,7 +78,14 @@ def test_examples_vary() -> None:
 @pytest.mark.skipif(not GENERATOR.is_file(), reason="generator not shipped (installed wheel)")
 def test_files_match_generator() -> None:
     proc = subprocess.run(
-        [sys.executable, str(GENERATOR), "--check", "--out", str(EXAMPLES_DIR)],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.corpus.make_examples",
+            "--check",
+            "--out",
+            str(EXAMPLES_DIR),
+        ],
         capture_output=True,
         text=True,
         check=False,

@@ -34,7 +34,8 @@ from asynccomp import (
 from asynccomp.backends import BackendOptions, NvrtcBackend
 from asynccomp.ray import RayExecutor
 from asynccomp.ray._actor import CompileActor, toolkit_identity
-from asynccomp.ray._pool import ActorPool, _Actor
+from asynccomp.ray._actors import Actor
+from asynccomp.ray._pool import ActorPool
 from asynccomp.server import status
 
 from .kernels import ARCH, needs_nvcc, scale_kernel, slow_kernel
@@ -313,7 +314,7 @@ async def test_an_actor_whose_code_raised_is_given_back_once() -> None:
         startup_timeout=1,
         identity=toolkit_identity(toolkit),
     )
-    broken = _Actor(SimpleNamespace(compile=_Method(raised)), 1, "here")
+    broken = Actor(SimpleNamespace(compile=_Method(raised)), 1, "here")
     pool._live.add(broken)
     pool._free.append(broken)
     prepared = NvrtcBackend(toolkit).prepare(CompileJob(scale_kernel()), BackendOptions(ARCH))
@@ -344,9 +345,9 @@ async def test_warm_up_gives_each_actor_back_when_its_own_warm_up_ended() -> Non
         startup_timeout=1,
         identity=toolkit_identity(find_toolkit()),
     )
-    dead = _Actor(SimpleNamespace(warm_up=_Method(ray.exceptions.RayActorError())), 1, "here")
+    dead = Actor(SimpleNamespace(warm_up=_Method(ray.exceptions.RayActorError())), 1, "here")
     warming = _Pending()
-    slow = _Actor(SimpleNamespace(warm_up=warming), 2, "here")
+    slow = Actor(SimpleNamespace(warm_up=warming), 2, "here")
     pool._live |= {dead, slow}
     pool._free += [dead, slow]
     warmed = anyio.Event()

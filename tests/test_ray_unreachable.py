@@ -272,7 +272,7 @@ async def main():
         said.update(error=str(exc), took=time.monotonic() - started)
 
 anyio.run(main)
-from asynccomp.ray._pool import ray_calls_pending
+from asynccomp.ray._connect import ray_calls_pending
 def connecting():
     return ray_calls_pending() > 0
 while connecting() and time.monotonic() < started + 60:

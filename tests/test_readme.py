@@ -133,9 +133,9 @@ def test_readme_commands_without_files_run(command: str, tmp_path: Path) -> None
 
 
 def test_the_docs_send_no_one_to_files_they_do_not_have() -> None:
-    """The corpus the benchmarks read is the one ``benchmarks/generate_corpus.py``
+    """The corpus the benchmarks read is the one ``benchmarks/corpus/make_corpus.py``
     writes: no document points to the developers' own ``../shared`` folder for it."""
     for document in (README, README.parent / "benchmarks" / "RESULTS.md"):
         text = document.read_text()
         assert "../shared/corpus" not in text, document.name
-        assert "--corpus corpus" in text and "generate_corpus.py --out corpus" in text
+        assert "--corpus corpus" in text and "make_corpus --out corpus" in text

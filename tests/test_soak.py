@@ -1,4 +1,4 @@
-"""The fault soak (``benchmarks/soak.py``, issue 28 item 11), scaled to CI: 10,000 jobs
+"""The fault soak (``benchmarks/server/soak.py``, issue 28 item 11), scaled to CI: 10,000 jobs
 from two client processes through a real compile server with a real Redis tier, while
 its chaos loop kills NVRTC workers and nvcc's tools, restarts Redis, SIGKILLs and
 restarts the server, stops and kills clients. Every job gets exactly one result or a
@@ -24,7 +24,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server"),
 ]
 
-#: Every chaos kind of the soak (benchmarks/soak.py's CHAOS).
+#: Every chaos kind of the soak (benchmarks/server/soak.py's CHAOS).
 CHAOS = {"server", "nvrtc_worker", "nvcc", "redis", "client_stop", "client_kill"}
 
 
@@ -33,7 +33,7 @@ def test_ten_thousand_jobs_under_chaos_are_each_answered_once_and_leave_nothing(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "soak.json"
-    argv = [sys.executable, str(REPO / "benchmarks" / "soak.py"), "--jobs", "10000"]
+    argv = [sys.executable, "-m", "benchmarks.server.soak", "--jobs", "10000"]
     argv += ["--clients", "2", "--chaos-interval", "3", "--max-seconds", "900"]
     done = subprocess.run(
         [*argv, "--json", str(out)],

@@ -38,8 +38,8 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
+from .._os import empty_folder
 from ..backends import BackendOutput, CompilerBackend, PreparedCompile, backend_class
-from ..backends._base import empty_folder
 from ..cache import CacheEntry
 from ..cache._deps import Dependency, include_dirs_of, scan_includes, snapshot
 from ..cache._remote import RemoteWriter

@@ -24,11 +24,7 @@ makes it (:meth:`CompilerBackend.create`).
 from __future__ import annotations
 
 import abc
-import contextlib
-import os
 import re
-import stat
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +44,6 @@ __all__ = (
     "PreparedCompile",
     "Status",
     "add_shared_options",
-    "empty_folder",
     "has_line_info",
     "safe_stem",
     "with_caller_folders",
@@ -140,33 +135,6 @@ def _path_option(flag: str, pending: str | None) -> tuple[str, str, str]:
     if flag.startswith("-I") and len(flag) > 2:
         return "-I", flag[2:], "-I"
     return "", "", ""
-
-
-def empty_folder() -> str:
-    """A folder that holds nothing and that nothing may be written to (made once per
-    user, checked every time), for compilers to run in: NVRTC looks for a quoted
-    ``#include`` in its process's working folder first, so an NVRTC worker process or
-    a compile server working anywhere else could read a header of that folder's instead
-    of the caller's (whose folder every job names as ``-I``, see
-    :func:`with_caller_folders`)."""
-    path = Path(tempfile.gettempdir(), f"asynccomp-empty-{os.getuid()}")
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(0o500)
-    try:
-        st = path.lstat()
-        if (
-            stat.S_ISDIR(st.st_mode)
-            and st.st_uid == os.getuid()
-            and not st.st_mode & 0o222
-            and next(path.iterdir(), None) is None
-        ):
-            return str(path)
-    except OSError:
-        pass
-    # Taken by someone else, or not empty: a fresh one (left behind, empty).
-    fresh = Path(tempfile.mkdtemp(prefix="asynccomp-empty-"))
-    fresh.chmod(0o500)
-    return str(fresh)
 
 
 def add_shared_options(flags: list[str], options: BackendOptions) -> None:

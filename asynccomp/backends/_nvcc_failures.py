@@ -12,8 +12,8 @@ and real signals: nvcc runs cicc through ``sh -c``, so a killed cicc makes nvcc 
 with the shell's ``128 + N`` and a log of ``Killed``; other tools give ``nvcc error :
 'ptxas' died due to signal 9``; the host compiler's own programs, killed under gcc,
 ``gcc: fatal error: Killed signal terminated program cc1plus`` and status 1 (found by
-the fault soak, ``benchmarks/soak.py``). A full work folder shows, depending on which file did
-not fit, as ``No space left on device`` (gcc), ``nvcc fatal : Could not open output
+the fault soak, ``benchmarks/server/soak.py``). A full work folder shows, depending on
+which file did not fit, as ``No space left on device`` (gcc), ``nvcc fatal : Could not open output
 file ...tmpxft_...``, ``Failed to preprocess host compiler properties`` (no file named),
 ``Catastrophic error: cannot open generated C file``, ``kernel.cu(4): catastrophic
 error: cannot open module id file "...tmpxft_..."`` (attributed to the source!), or

@@ -22,12 +22,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import stat
 import tempfile
 from pathlib import Path
 
-from .._procs import running
+from .._os import sweep_ended
 
 __all__ = (
     "existing_worker_folders_root",
@@ -72,36 +71,10 @@ def _ours(root: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
-def _sweep(root: Path, pattern: re.Pattern[str], *, owned_only: bool) -> list[str]:
-    removed: list[str] = []
-    try:
-        entries = list(root.iterdir())
-    except OSError:
-        return removed
-    for entry in entries:
-        match = pattern.fullmatch(entry.name)
-        if match is None:
-            continue
-        pid = int(match.group(1))
-        if pid == os.getpid() or running(pid):
-            continue
-        if owned_only:
-            try:
-                st = entry.lstat()
-            except OSError:
-                continue
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-                continue  # another user's, or not NVRTC's folder at all
-        shutil.rmtree(entry, ignore_errors=True)
-        if not entry.exists():
-            removed.append(entry.name)
-    return removed
-
-
 def sweep_worker_folders(root: Path) -> list[str]:
     """Remove the worker folders of engines that are not running (killed before they
     could clean up: their workers died with them); returns the names removed."""
-    return _sweep(root, _FOLDER_NAME, owned_only=False)
+    return sweep_ended(root, _FOLDER_NAME)
 
 
 def sweep_stale_auto_pch(folder: Path | None = None) -> list[str]:
@@ -109,4 +82,4 @@ def sweep_stale_auto_pch(folder: Path | None = None) -> list[str]:
     ``folder`` (default: this process's temporary folder, where NVRTC in this process
     writes them) whose process has ended and that belong to this user; returns the
     names removed."""
-    return _sweep(Path(folder or tempfile.gettempdir()), _AUTO_PCH_NAME, owned_only=True)
+    return sweep_ended(folder or tempfile.gettempdir(), _AUTO_PCH_NAME)

@@ -56,7 +56,8 @@ import anyio.abc
 import anyio.to_thread
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from ._base import BackendOutput, PreparedCompile, empty_folder
+from .._os import child_environ, empty_folder
+from ._base import BackendOutput, PreparedCompile
 from ._nvrtc_api import uses_pch
 from ._nvrtc_files import (
     existing_worker_folders_root,
@@ -73,7 +74,6 @@ __all__ = (
     "NvrtcProcessPool",
     "header_prefix",
     "pch_key",
-    "python_path",
     "sweep_worker_folders",
     "worker_command",
     "worker_folders_root",
@@ -118,24 +118,11 @@ def worker_command() -> list[str]:
     return [sys.executable, "-m", "asynccomp.backends._nvrtc_worker"]
 
 
-def python_path() -> str:
-    """``$PYTHONPATH`` for a Python process started in another folder: asynccomp's own
-    parent folder first (a source checkout imports too), relative entries made absolute
-    (they meant this process's working folder)."""
-    package_parent = str(Path(__file__).resolve().parents[2])
-    entries = [package_parent]
-    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        if entry:
-            entries.append(str(Path(entry).absolute()))
-    return os.pathsep.join(dict.fromkeys(entries))
-
-
 def _worker_env(folder: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = python_path()
-    env["ASYNCCOMP_WORKER_PARENT"] = str(os.getpid())  # it dies with this process
-    env["TMPDIR"] = str(folder)  # NVRTC's precompiled headers go there
-    return env
+    return child_environ(
+        ASYNCCOMP_WORKER_PARENT=str(os.getpid()),  # it dies with this process
+        TMPDIR=str(folder),  # NVRTC's precompiled headers go there
+    )
 
 
 def header_prefix(source: str) -> str:

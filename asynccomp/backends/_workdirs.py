@@ -19,12 +19,10 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
-import stat
 import tempfile
 from pathlib import Path
 
-from .._procs import running
+from .._os import sweep_ended
 from ._registry import backend_class, backend_names
 
 __all__ = ("make_work_folder", "sweep_work_folders", "work_folder_kinds")
@@ -53,29 +51,9 @@ def sweep_work_folders(root: str | None = None) -> list[str]:
     """Blocking: remove the work folders in ``root`` (default: the temporary folder)
     that belong to this user and to a process no longer running; the names removed."""
     folder = tempfile.gettempdir() if root is None else root
-    uid, me = os.getuid(), os.getpid()
-    name = re.compile(rf"asynccomp-(?:{'|'.join(work_folder_kinds())})-(\d+)-")
-    removed: list[str] = []
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return removed
-    for entry in entries:
-        match = name.match(entry.name)
-        if match is None:
-            continue
-        pid = int(match.group(1))
-        try:
-            info = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        # Only real folders of ours: never a link, never another user's.
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
-            continue
-        if pid == me or running(pid):
-            continue
-        shutil.rmtree(entry.path, ignore_errors=True)
-        removed.append(entry.name)
+    removed = sweep_ended(
+        folder, re.compile(rf"asynccomp-(?:{'|'.join(work_folder_kinds())})-(\d+)-.*")
+    )
     if removed:
         logger.info(
             "asynccomp: removed %d work folders of processes that ended (in %s)",

@@ -65,14 +65,9 @@ from ._keys import (
 )
 from ._memory import MemoryCache, entry_size
 from ._redis import RedisCache
-from ._remote import (
-    REMOTE_CACHE_ENV,
-    RemoteCache,
-    RemoteCacheWarning,
-    remote_cache_from_environment,
-    remote_cache_from_url,
-)
+from ._remote import REMOTE_CACHE_ENV, RemoteCache, RemoteCacheWarning
 from ._results import CacheStats, ResultCache, compiler_identity
+from ._stores import remote_cache_from_environment, remote_cache_from_url
 
 __all__ = (
     "CACHE_DIR_ENV",

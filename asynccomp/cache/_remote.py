@@ -20,10 +20,8 @@ value does, and a name whose value was refused (too large, not sealed, not verif
 remembered for ``bad_name_seconds``: lookups of it are misses without a request until
 then, or until this store writes a genuine entry there itself.
 
-:func:`remote_cache_from_url` makes the store a URL names (``redis://``, ``rediss://``,
-``unix://``: :class:`~asynccomp.cache.RedisCache`); :func:`remote_cache_from_environment`
-the one ``$ASYNCCOMP_REMOTE_CACHE`` names; other stores implement :class:`RemoteCache`'s
-three methods. Passwords in URLs are shown as ``***`` everywhere (:func:`redacted_url`).
+A store implements :class:`RemoteCache`'s three methods; :mod:`._stores` makes the one
+a URL names. Passwords in URLs are shown as ``***`` everywhere (:func:`redacted_url`).
 """
 
 from __future__ import annotations
@@ -31,11 +29,9 @@ from __future__ import annotations
 import abc
 import logging
 import math
-import os
 import re
 import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,8 +49,6 @@ __all__ = (
     "RemoteWriter",
     "login_span",
     "redacted_url",
-    "remote_cache_from_environment",
-    "remote_cache_from_url",
     "warn_forged",
 )
 
@@ -324,57 +318,6 @@ def redacted_url(url: object) -> str:
         name, equals, _ = pair.partition("=")
         pairs.append(pair if name in _SHOWN_PARAMETERS or not equals else f"{name}=***")
     return f"{base}{mark}{'&'.join(pairs)}{'#***' if hash_mark else ''}"
-
-
-def remote_cache_from_url(url: str, *, auth: RemoteAuth | None = None) -> RemoteCache:
-    """The remote store ``url`` names: ``redis://[user:password@]host[:port][/db]``,
-    ``rediss://...`` (TLS), ``unix:///path/to/redis.sock[?db=N]``; options as query
-    parameters: ``ttl`` (seconds, default 7 days), ``max_entry`` (bytes), ``timeout``
-    (seconds per request, default 1). ``auth``: the team's key (default: from the
-    environment, see :class:`RemoteAuth`).
-
-    Raises:
-        InvalidJob: the URL does not parse, names an unknown store, has a bad value
-            (port 0, ``ttl`` <= 0, ``timeout`` 0, infinite or NaN...), or there is no
-            key. The URL in the error has its password hidden.
-    """
-    from ._redis import RedisCache
-
-    if not isinstance(url, str) or not url.strip():
-        raise InvalidJob("remote_cache", url, "must be a URL such as redis://localhost:6379/0")
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme in ("redis", "rediss", "unix"):
-        return RedisCache.from_url(url, auth=auth)
-    raise InvalidJob(
-        "remote_cache",
-        redacted_url(url),
-        "unknown store: expected redis://, rediss:// or unix:// (Redis)",
-    )
-
-
-def remote_cache_from_environment(*, strict: bool) -> RemoteCache | None:
-    """The remote store ``$ASYNCCOMP_REMOTE_CACHE`` names, keyed from the environment;
-    ``None`` when it is unset or empty.
-
-    ``strict``: a bad setting (a bad URL, no key, a refused key file) raises
-    :class:`InvalidJob`; otherwise it issues one :class:`RemoteCacheWarning` saying
-    why and gives ``None``: compiles go on with the local tiers (what a library that
-    compiles behind its users' backs, such as the TVM facade, wants).
-    """
-    url = os.environ.get(REMOTE_CACHE_ENV, "").strip()
-    if not url:
-        return None
-    try:
-        return remote_cache_from_url(url)
-    except InvalidJob as exc:
-        if strict:
-            raise
-        warnings.warn(
-            f"${REMOTE_CACHE_ENV} is not used ({exc}); compiling with the local cache alone",
-            RemoteCacheWarning,
-            stacklevel=2,
-        )
-        return None
 
 
 def warn_forged(remote: RemoteCache, count: int) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from .._os import listening
 from ..backends import CompilerBackend, backend_class, backend_names
 from ..backends._base import safe_stem
 from ..engine import Engine
@@ -340,12 +340,7 @@ def running_server() -> str | None:
         path = server_paths().socket
     except ServerError:
         return None
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return None
-    return str(path)
+    return str(path) if listening(path) else None
 
 
 def _say_skipped(skipped: list[str]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from ..backends._nvrtc_pool import python_path
+from .._os import child_environ
 from ..config import EngineConfig
 from ..errors import AsyncCompError, ServerError
 from ..server import DEFAULT_IDLE_TIMEOUT, Server, ServerPaths, server_paths, status, stop
@@ -168,7 +168,7 @@ def _detach(paths: ServerPaths, args: argparse.Namespace) -> int:
     os.set_inheritable(write, True)
     argv = [a for a in args.command_line[1:] if a != "--detach"]
     command = [sys.executable, "-m", "asynccomp", *argv, "--ready-fd", str(write)]
-    env = {**os.environ, "PYTHONPATH": python_path()}
+    env = child_environ()
     log = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     devnull = os.open(os.devnull, os.O_RDONLY)
     try:

@@ -6,7 +6,7 @@ by a head that has died. So, before Ray is asked, what it *would* connect to is 
 out with its own rules (:func:`bootstrap_address`) and probed over TCP with the timeout
 (:func:`probe`): a closed port fails at once. An address that accepts connections but
 never answers as Ray does is caught by the engine's wait instead
-(:func:`asynccomp.ray._pool.connect_within`).
+(:func:`connect_within`, in the process's one Ray thread).
 
 Ray's connection is one per process: the pools of every engine in this process share
 it, and the last one to leave shuts it down if a pool opened it.
@@ -16,14 +16,27 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
+import anyio
+
+from .._wakers import waker
 from ..errors import ClusterError
 
-__all__ = ("bootstrap_address", "connect", "disconnect", "import_ray", "probe")
+__all__ = (
+    "Joining",
+    "bootstrap_address",
+    "connect",
+    "connect_within",
+    "disconnect",
+    "import_ray",
+    "probe",
+    "ray_calls_pending",
+)
 
 _connection_lock = threading.Lock()
 _connection_users = 0
@@ -142,3 +155,99 @@ def disconnect() -> None:
         if _connection_users == 0 and _connection_ours:
             _connection_ours = False
             import_ray().shutdown()
+
+
+class Joining(Protocol):
+    """What :func:`connect_within` joins a cluster for (an
+    :class:`~asynccomp.ray._pool.ActorPool`)."""
+
+    startup_timeout: float
+    cluster: str
+
+    def connect(self, joined: Callable[[], None]) -> None: ...
+
+    def abandon(self) -> bool: ...
+
+    def kill_all(self) -> None: ...
+
+
+_ray_calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+_ray_thread: threading.Thread | None = None
+_ray_thread_lock = threading.Lock()
+_ray_pending = 0  # calls queued or running in the Ray thread
+
+
+def _in_ray_thread(call: Callable[[], None]) -> None:
+    """Run ``call`` in this process's one Ray thread: a daemon thread that lives as long
+    as the process. Not a thread per connect: a local Ray instance that ``ray.init``
+    starts (``address=None``) shares its fate with the *thread* that started it (its
+    processes get PR_SET_PDEATHSIG), so a thread that ended after connecting took the
+    instance's GCS with it, and every later Ray call waited 60 s, then aborted."""
+    global _ray_thread, _ray_pending
+    with _ray_thread_lock:
+        _ray_pending += 1
+        if _ray_thread is None or not _ray_thread.is_alive():
+            _ray_thread = threading.Thread(
+                target=_serve_ray_calls, name="asynccomp-ray", daemon=True
+            )
+            _ray_thread.start()
+    _ray_calls.put(call)
+
+
+def _serve_ray_calls() -> None:
+    global _ray_pending
+    while True:
+        call = _ray_calls.get()
+        try:
+            call()
+        finally:
+            with _ray_thread_lock:
+                _ray_pending -= 1
+
+
+def ray_calls_pending() -> int:
+    """Connects queued or under way in the Ray thread (one abandoned by an engine that
+    gave up on it included)."""
+    with _ray_thread_lock:
+        return _ray_pending
+
+
+async def connect_within(pool: Joining) -> None:
+    """Run ``pool.connect`` in a daemon thread of its own, waiting at most the pool's
+    startup timeout for it to join the cluster (ClusterError past it), then for its
+    actors (bounded by the same timeout in ``ActorPool._start``).
+
+    ``ray.init`` cannot be interrupted, and may not return for many minutes: the thread
+    is abandoned (``pool.abandon()``), and whenever it returns it leaves what it
+    joined. A daemon thread, not one of anyio's, which the interpreter waits for as it
+    exits: a command line that gave up on a cluster must still end."""
+    joined, finished = anyio.Event(), anyio.Event()
+    wake_joined, wake_finished = waker(joined), waker(finished)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            pool.connect(wake_joined)
+        except BaseException as exc:  # handed to the engine, or dropped if abandoned
+            failed.append(exc)
+        finally:
+            wake_joined()
+            wake_finished()
+
+    _in_ray_thread(run)
+    try:
+        with anyio.move_on_after(pool.startup_timeout):
+            await joined.wait()
+        if not joined.is_set() and pool.abandon():
+            raise ClusterError(
+                f"could not reach the Ray cluster at {pool.cluster}: Ray did not connect "
+                f"within {pool.startup_timeout:g} s (startup_timeout)"
+            )
+        await finished.wait()
+    except anyio.get_cancelled_exc_class():
+        if not pool.abandon():  # it had just finished: the engine will not close it
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(pool.kill_all)
+        raise
+    if failed:
+        raise failed[0]

@@ -22,7 +22,8 @@ from ..errors import ClusterError, ClusterWarning, InvalidJob
 from ..job import CompileJob
 from ..toolkit import Toolkit
 from ._actor import toolkit_identity
-from ._pool import ActorPool, connect_within
+from ._connect import connect_within
+from ._pool import ActorPool
 
 __all__ = ("RayBackend", "RayExecutor")
 

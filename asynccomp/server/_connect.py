@@ -11,6 +11,7 @@ time; :func:`request` is one request on a connection of its own (``serve --statu
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import os
 import socket
@@ -26,6 +27,7 @@ import anyio.abc
 import anyio.lowlevel
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from .._os import child_environ, listening
 from .._version import __version__
 from ..errors import ServerError
 from ._paths import SERVER_DIR_ENV, ServerPaths, check_socket_path, peer_uid
@@ -72,24 +74,11 @@ class NoServer(Exception):
     """Nothing answers at the socket (yet): start one, or say so."""
 
 
-def _can_connect(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        try:
-            sock.connect(str(path))
-        except OSError:
-            return False
-    return True
-
-
 def start_server(paths: ServerPaths, environ: Mapping[str, str] | None = None) -> None:
     """Blocking: make sure a server listens on ``paths.socket``, starting one (detached:
     it outlives this process) if none does, in ``environ`` (default: this process's).
     Many processes calling this at once start one server: they queue on the ``spawn``
     lock, and all but the first find it up."""
-    import fcntl
-
-    from ..backends._nvrtc_pool import python_path
-
     try:
         fd = os.open(paths.spawn, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
@@ -100,7 +89,7 @@ def start_server(paths: ServerPaths, environ: Mapping[str, str] | None = None) -
         ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        if _can_connect(paths.socket):
+        if listening(paths.socket):
             return
         command = [
             sys.executable,
@@ -111,7 +100,7 @@ def start_server(paths: ServerPaths, environ: Mapping[str, str] | None = None) -
             "--server-dir",
             str(paths.folder),
         ]
-        env = {**(os.environ if environ is None else environ), "PYTHONPATH": python_path()}
+        env = child_environ(environ)
         try:
             done = subprocess.run(
                 command,
@@ -125,7 +114,7 @@ def start_server(paths: ServerPaths, environ: Mapping[str, str] | None = None) -
             raise ServerError(
                 f"the compile server did not come up within {START_TIMEOUT:g} s; see {paths.log}"
             ) from None
-        if done.returncode != 0 and not _can_connect(paths.socket):
+        if done.returncode != 0 and not listening(paths.socket):
             said = done.stderr.decode(errors="replace").strip()
             raise ServerError(
                 f"the compile server did not start (exit status {done.returncode}): {said}; "

@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from .._os import empty_folder
 from .._scheduler.local import (
     LocalRunner,
     Scheduler,
@@ -43,7 +44,6 @@ from .._scheduler.local import (
 )
 from .._version import __version__
 from ..backends import compiler_versions
-from ..backends._base import empty_folder
 from ..config import EngineConfig
 from ..errors import ServerError
 from ..toolkit import Toolkit

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._warm_pool import START_TIMEOUT, TaskResult, WarmPool
+from ._facade import register
 
 #: Defaults: recycle a worker after this many builds or past this resident memory (the
 #: upstream leak, apache/tvm#11096), and end idle workers after this many seconds.
@@ -35,8 +36,6 @@ def _warm_up() -> None:
     """Runs in each worker as it starts, never inside a candidate's timeout."""
     import tvm.s_tir.meta_schedule.builder.local_builder  # default_build, default_export
     import tvm.s_tir.tensor_intrin  # noqa: F401 - default_build imports it at its first call
-
-    from . import register
 
     register()
 

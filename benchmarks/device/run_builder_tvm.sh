@@ -4,5 +4,5 @@
 # asynccomp, the pool's floor and one engine, interleaved. Outputs go to $OUT.
 . benchmarks/device/setup.sh
 python3 -c "import tvm; from tvm.s_tir import meta_schedule; print('full TVM', tvm.__version__)" 2>&1 | tee "$OUT/tvm.txt"
-timeout 500 python3 benchmarks/builder.py --corpus .device/corpus --batches 3 --workers 16 \
+timeout 500 python3 -m benchmarks.tuners.ms_callbacks --corpus .device/corpus --batches 3 --workers 16 \
   --configs noop,tvm,asynccomp,engine --json "$OUT/builder16.json" 2>&1 | tee "$OUT/builder16.txt"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Ray executor on the GPU machine (16 cores): benchmarks/ray_executor.py over the
+# The Ray executor on the GPU machine (16 cores): benchmarks/compile/ray_executor.py over the
 # corpus, and the Ray tests. Ray's cp312 wheel (79 MB) is over one command's carry
 # (64 MiB), so it comes in two halves (`split -n 2 -d WHEEL .device/ray/part`), by two
 # commands within 30 s of each other (/tmp survives that long):
@@ -19,6 +19,6 @@ if [ ! -d "$SITE/ray" ]; then
     /tmp/ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl || exit 1
 fi
 export PATH="$SITE/bin:$PATH"
-timeout 240 python3 benchmarks/ray_executor.py --corpus .device/corpus --rounds 3 \
+timeout 240 python3 -m benchmarks.compile.ray_executor --corpus .device/corpus --rounds 3 \
   --json "$OUT/ray_executor.json" 2>&1 | grep -v "Token authentication" | tee "$OUT/ray_executor.txt"
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_ray.py 2>&1 | tail -8 | tee "$OUT/pytest_ray.txt"

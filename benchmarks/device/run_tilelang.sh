@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # asynccomp.tilelang on the GPU machine (Python 3.12, torch 2.11, no TileLang): the
-# TileLang tests, then benchmarks/tilelang_sweep.py (the 64-config compile phase in
+# TileLang tests, then benchmarks/tuners/tilelang_sweep.py (the 64-config compile phase in
 # TileLang's own modes and asynccomp's, SASS checks, every kernel run against torch).
 # TileLang 0.1.15 and its cp312 wheels come from the git-ignored .device/tilelang/
 # (made from `pip download --only-binary=:all: --python-version 3.12`): TileLang's
@@ -39,5 +39,5 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_tilelang.py tests/test_nvrtc_pch.py \
     2>&1 | tail -15 | tee "$OUT/pytest_tilelang.txt"
 fi
-timeout "${SWEEP_TIMEOUT:-400}" python3 benchmarks/tilelang_sweep.py --json "$OUT/tilelang_sweep.json" "$@" 2>&1 \
+timeout "${SWEEP_TIMEOUT:-400}" python3 -m benchmarks.tuners.tilelang_sweep --json "$OUT/tilelang_sweep.json" "$@" 2>&1 \
   | grep -v -e "configurations:" -e "^\s*$" | tee "$OUT/tilelang_sweep.txt"

@@ -10,7 +10,7 @@ python3 -m asynccomp compile --examples --arch sm_90a --no-server --no-cache > /
 i=0
 for callback in ${CALLBACKS:-tvm asynccomp asynccomp}; do
   i=$((i + 1))
-  timeout 200 python3 benchmarks/tune_tir.py --callback "$callback" --trials 64 --workers 16 \
+  timeout 200 python3 -m benchmarks.tuners.ms_tune_tir --callback "$callback" --trials 64 --workers 16 \
     --json "$OUT/tune_${i}_$callback.json" > "$OUT/tune_${i}_$callback.log" 2>&1
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); b=d.pop('builds'); d.pop('batches'); print(json.dumps(d)); print(sorted((x['build'], x['compile']) for x in b)[-5:])" "$OUT/tune_${i}_$callback.json"
 done

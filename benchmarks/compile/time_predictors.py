@@ -6,8 +6,8 @@ fast path (the engine's default), after one warm-up compile; then the rank corre
 (Spearman) of source size against compile time is printed, with the kernels whose
 time strays furthest from what their size predicts.
 
-    python benchmarks/compile_time_predictors.py                 # ../shared/corpus
-    python benchmarks/compile_time_predictors.py --corpus DIR --arch sm_90a
+    python -m benchmarks.compile.time_predictors                 # ../shared/corpus
+    python -m benchmarks.compile.time_predictors --corpus DIR --arch sm_90a
 """
 
 from __future__ import annotations
@@ -18,12 +18,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-for folder in (REPO, REPO / "benchmarks"):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-
-from sass_identity import timed_tvm_compiles  # noqa: E402
+from benchmarks import REPO
+from benchmarks.parity.fast_path_sass import timed_tvm_compiles
 
 
 def ranks(values: Sequence[float]) -> list[int]:

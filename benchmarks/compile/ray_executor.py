@@ -18,8 +18,8 @@ The projection: a sweep of 10,000 jobs like the corpus's on N nodes of C cores t
 ``max(longest job, 10000 * (mean compile + overhead) / (N * C), 10000 * driver CPU per
 job)``, plus the bytes moved over the network (``--bandwidth``, default 1 GB/s).
 
-    python benchmarks/ray_executor.py                              # built-in examples
-    python benchmarks/ray_executor.py --corpus ../shared/corpus --json out.json
+    python -m benchmarks.compile.ray_executor                              # built-in examples
+    python -m benchmarks.compile.ray_executor --corpus ../shared/corpus --json out.json
 """
 
 from __future__ import annotations
@@ -30,23 +30,18 @@ import os
 import pickle
 import secrets
 import statistics
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import anyio
 
-import anyio  # noqa: E402
-
-from asynccomp import CompileJob, CompileResult, Engine  # noqa: E402
-from asynccomp.backends import BackendOptions, NvrtcBackend  # noqa: E402
-from asynccomp.ray import RayExecutor  # noqa: E402
-from asynccomp.toolkit import find_toolkit  # noqa: E402
-from asynccomp.tvm import make_job  # noqa: E402
+from asynccomp import CompileJob, CompileResult, Engine
+from asynccomp.backends import BackendOptions, NvrtcBackend
+from asynccomp.ray import RayExecutor
+from asynccomp.toolkit import find_toolkit
+from asynccomp.tvm import make_job
 
 RUN = secrets.token_hex(4)
 TINY = 'extern "C" __global__ void tiny(float* x) {{ x[threadIdx.x] *= {}f; }}\n'

@@ -12,8 +12,8 @@ over this process's tree and the server's. Without TVM installed the standard li
 process pool (spawn) stands in for ``PopenPoolExecutor`` and the ``tvm`` configuration
 is skipped.
 
-    python benchmarks/builder.py --smallest 6 --batches 2          # 2-core machine
-    python benchmarks/builder.py --corpus ../shared/corpus --batches 3
+    python -m benchmarks.tuners.ms_callbacks --smallest 6 --batches 2          # 2-core machine
+    python -m benchmarks.tuners.ms_callbacks --corpus ../shared/corpus --batches 3
 """
 
 from __future__ import annotations
@@ -32,10 +32,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 ARCH = "sm_90a"
 TIMEOUT = 30.0  # LocalBuilder's default timeout_sec

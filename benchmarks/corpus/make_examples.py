@@ -26,9 +26,9 @@ named ``<stem>_<index>.cu``; stale files of that form in the output folder are r
 
 Usage::
 
-    python benchmarks/make_examples.py            # (re)write asynccomp/examples/*.cu
-    python benchmarks/make_examples.py --check    # exit 1 if the files are out of date
-    python benchmarks/make_examples.py --list     # print name, size and kernel count
+    python -m benchmarks.corpus.make_examples            # (re)write asynccomp/examples/*.cu
+    python -m benchmarks.corpus.make_examples --check    # exit 1 if the files are out of date
+    python -m benchmarks.corpus.make_examples --list     # print name, size and kernel count
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO_ROOT / "asynccomp" / "examples"
+from benchmarks import REPO
+
+DEFAULT_OUT = REPO / "asynccomp" / "examples"
 #: File names this script writes (and may delete when they are no longer generated).
 OWNED = re.compile(r"^[a-z0-9_]+_\d+\.cu$")
 

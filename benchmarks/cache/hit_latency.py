@@ -5,9 +5,7 @@ Puts one entry (a random binary of --size bytes, a short log, small metadata) an
 read, verify (sha256 over the whole entry), and the occasional mtime refresh. Also
 times DiskCache.put and a miss, for scale. Prints median and p99 per operation.
 
-    python benchmarks/cache_hit_latency.py [--size 100000] [--n 1000] [--dir PATH]
-
-(with asynccomp installed, or ``PYTHONPATH=.`` from a checkout).
+    python -m benchmarks.cache.hit_latency [--size 100000] [--n 1000] [--dir PATH]
 
 Use --dir to measure a particular filesystem (an NFS home, a tmpfs).
 """

@@ -16,8 +16,8 @@ Every candidate's CUDA source (inside its artifact) is compared across configura
 and batches. Later batches compile the same sources again: cache hits for asynccomp in
 both ``local`` and ``warm``, so what differs between those two is the builder's pool.
 
-    python benchmarks/ms_builder.py --batches 4 --workers 2 --json out.json   # 2 cores
-    python benchmarks/ms_builder.py --fresh 60 --batches 3 --workers 16      # H200
+    python -m benchmarks.tuners.ms_builders --batches 4 --workers 2 --json out.json   # 2 cores
+    python -m benchmarks.tuners.ms_builders --fresh 60 --batches 3 --workers 16      # H200
 """
 
 from __future__ import annotations
@@ -30,10 +30,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 
 def _rss_mib(pid: int) -> float:

@@ -11,8 +11,8 @@ Remote entries are authenticated as in production (an HMAC-SHA256 over each entr
 ``asynccomp.cache.RemoteAuth``): with ``$ASYNCCOMP_REMOTE_CACHE_KEY`` or
 ``$ASYNCCOMP_REMOTE_CACHE_KEY_FILE`` when set, else with a random key for this run.
 
-    python benchmarks/cache_tiers.py
-    python benchmarks/cache_tiers.py --corpus ../shared/corpus --hits 3
+    python -m benchmarks.cache.tiers
+    python -m benchmarks.cache.tiers --corpus ../shared/corpus --hits 3
 """
 
 from __future__ import annotations
@@ -30,14 +30,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import anyio
 
-import anyio  # noqa: E402
-
-from asynccomp import CompileJob, Engine  # noqa: E402
-from asynccomp.cache import REMOTE_CACHE_KEY_ENV, RemoteAuth  # noqa: E402
+from asynccomp import CompileJob, Engine
+from asynccomp.cache import REMOTE_CACHE_KEY_ENV, RemoteAuth
 
 
 def _free_port() -> int:

@@ -3,7 +3,7 @@
 A private compile server (its own ``$ASYNCCOMP_SERVER_DIR``, disk cache and ``TMPDIR``)
 with a private, password-protected ``redis-server`` as its remote tier (the team's key
 in ``$ASYNCCOMP_REMOTE_CACHE_KEY``, as in the README's authenticated setup) serves K
-client processes (``python benchmarks/soak.py client``: an ``Engine(server="auto")``
+client processes (``python -m benchmarks.server.soak client``: an ``Engine(server="auto")``
 each, batches through ``as_completed``). Each job is drawn from a deterministic mix
 (:func:`job_kind`): cache hits (a few hot ``-DF=`` variants), misses (a source of
 their own), sources that fail to compile, and slow sources with a short timeout, NVRTC
@@ -33,8 +33,8 @@ are handed to a fresh client (``resubmitted``); a line it wrote stands. At the e
 
 It prints a summary, writes ``--json``, and exits 1 on any violation::
 
-    python benchmarks/soak.py --jobs 10000 --clients 2 --chaos-interval 4
-    python benchmarks/soak.py --jobs 100000 --clients 3 --chaos-interval 10 --json soak.json
+    python -m benchmarks.server.soak --jobs 10000 --clients 2 --chaos-interval 4
+    python -m benchmarks.server.soak --jobs 100000 --clients 3 --chaos-interval 10 --json soak.json
 
 The redis-server starter here duplicates a few lines of ``tests/redis_server.py`` (a
 benchmark must not import the tests).
@@ -63,17 +63,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import anyio
+import psutil
 
-import anyio  # noqa: E402
-import psutil  # noqa: E402
-
-from asynccomp import AsyncCompError, CompileJob, CompileResult, Engine  # noqa: E402
-from asynccomp import server as compile_server  # noqa: E402
-from asynccomp.backends._nvrtc_pool import python_path  # noqa: E402
-from asynccomp.server import ServerPaths, server_paths, start_server  # noqa: E402
+from asynccomp import AsyncCompError, CompileJob, CompileResult, Engine
+from asynccomp import server as compile_server
+from asynccomp._os import python_path, rss, running
+from asynccomp.server import ServerPaths, server_paths, start_server
 
 ARCH = "sm_90a"
 MARKER = "ASYNCCOMP_SOAK_RUN"  # in the environment of everything the soak starts
@@ -265,10 +261,7 @@ def _ours(marker: str) -> list[psutil.Process]:
 
 
 def _rss(pid: int) -> int | None:
-    try:
-        return int(psutil.Process(pid).memory_info().rss) or None  # 0: a zombie
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
+    return rss(pid) or None  # 0: gone, or a zombie
 
 
 def memory_trend(samples: list[tuple[float, int]], warmup: float = 0.3) -> dict[str, Any]:
@@ -342,14 +335,14 @@ class Soak:
             pid = int(self.paths.lock.read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if psutil.pid_exists(pid) else None
+        return pid if running(pid) else None
 
     def start_client(self, ids: list[int]) -> Client:
         number = len(self.clients)
         out = self.root / "out" / f"client{number}.jsonl"
         ids_file = self.root / "out" / f"client{number}.ids.json"
         ids_file.write_text(json.dumps(ids))
-        argv = [sys.executable, str(Path(__file__).resolve()), "client", str(ids_file)]
+        argv = [sys.executable, "-m", "benchmarks.server.soak", "client", str(ids_file)]
         argv += [str(out), json.dumps(dataclasses.asdict(self.mix)), str(self.args.batch)]
         with (self.root / "out" / f"client{number}.stderr").open("wb") as err:
             process = subprocess.Popen(argv, env=self.env, stdout=err, stderr=err)

@@ -12,8 +12,8 @@ program at a time per process, so threads would not help). Each worker first com
 small kernel with and without the shim so that neither side pays NVRTC's first-compile
 cost, and the two compiles of a kernel alternate their order from kernel to kernel.
 
-    python benchmarks/sass_identity.py                       # ../shared/corpus
-    python benchmarks/sass_identity.py --corpus DIR --jobs 2 --arch sm_90a
+    python -m benchmarks.parity.fast_path_sass                       # ../shared/corpus
+    python -m benchmarks.parity.fast_path_sass --corpus DIR --jobs 2 --arch sm_90a
 
 Exit status: 0 when every kernel was rewritten and gave identical SASS, else 1.
 """
@@ -34,9 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from benchmarks import REPO
 
 WARMUP_KERNEL = """
 #ifdef __CUDACC_RTC__

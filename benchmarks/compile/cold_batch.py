@@ -8,8 +8,8 @@ compared with the ideal: the same kernels compiled warm, one at a time, in one w
 afterwards in the same run. Each trial runs in a new Python process, so nothing is warm
 but the operating system's file cache.
 
-    python benchmarks/cold_batch.py                          # built-in examples, 6 largest
-    python benchmarks/cold_batch.py --corpus ../shared/corpus --largest 16 --trials 3
+    python -m benchmarks.compile.cold_batch                          # built-in examples, 6 largest
+    python -m benchmarks.compile.cold_batch --corpus ../shared/corpus --largest 16 --trials 3
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from asynccomp._os import child_environ
 
 
 def _files(corpus: Path | None, largest: int) -> list[Path]:
@@ -88,9 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for number in range(1, args.trials + 1):
         spec = json.dumps({"files": files, "arch": args.arch, "workers": args.workers})
         with tempfile.TemporaryDirectory() as cache:
-            env = {**os.environ, "ASYNCCOMP_CACHE_DIR": cache}
+            env = child_environ(ASYNCCOMP_CACHE_DIR=cache)  # this checkout, any folder
             out = subprocess.run(
-                [sys.executable, __file__, "--trial", spec],
+                [sys.executable, "-m", "benchmarks.compile.cold_batch", "--trial", spec],
                 capture_output=True,
                 text=True,
                 check=True,

@@ -9,8 +9,8 @@ speedup, ideal, efficiency, latency, memory, cold start) and then checks issue 6
 for the engine's default setting (worker processes, one per CPU, fast path on): within
 1.5x of the ideal, and at least 12x faster than the baseline.
 
-    python benchmarks/nvrtc_scaling.py                          # the shared corpus
-    python benchmarks/nvrtc_scaling.py --corpus DIR --workers 1,4,16 --repeat 5 \\
+    python -m benchmarks.compile.nvrtc_scaling                          # the shared corpus
+    python -m benchmarks.compile.nvrtc_scaling --corpus DIR --workers 1,4,16 --repeat 5 \\
         --json results.json --plot scaling.png
 
 Other options are passed on to ``asynccomp bench`` (see ``asynccomp bench --help``); a
@@ -33,12 +33,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from asynccomp.cli import main as asynccomp_main  # noqa: E402
-from asynccomp.engine import default_workers  # noqa: E402
+from asynccomp.cli import main as asynccomp_main
+from asynccomp.engine import default_workers
+from benchmarks import REPO
 
 # Issue 6's goal for the engine's defaults, warm.
 MAX_WALL_OVER_IDEAL = 1.5

@@ -13,9 +13,9 @@ compile server; ``--callback warm`` uses ``asynccomp.tvm.Builder(max_workers=16)
 is timed per batch; a candidate whose build passed the timeout is counted from its
 ``LocalBuilder: Timeout`` error.
 
-    python benchmarks/tune_tir.py --callback tvm --trials 64 --workers 16
-    python benchmarks/tune_tir.py --callback asynccomp --trials 64 --workers 16
-    python benchmarks/tune_tir.py --callback warm --trials 64 --workers 16
+    python -m benchmarks.tuners.ms_tune_tir --callback tvm --trials 64 --workers 16
+    python -m benchmarks.tuners.ms_tune_tir --callback asynccomp --trials 64 --workers 16
+    python -m benchmarks.tuners.ms_tune_tir --callback warm --trials 64 --workers 16
 
 On a machine without a GPU TVM only emits CUDA source (no compile, every run fails),
 which still checks that a tuning session runs unchanged with the line.
@@ -32,10 +32,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 
 def matmul(n: int) -> Any:

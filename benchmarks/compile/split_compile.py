@@ -9,8 +9,8 @@ the ``--longest`` slowest are kept, and each of those is compiled ``--repeat`` t
 without and with each ``--split`` value, alternating, after a warm-up compile. It prints
 the median times and whether the SASS (``cuobjdump -sass``) stays the same.
 
-    python benchmarks/split_compile.py                       # ../shared/corpus, split 2
-    python benchmarks/split_compile.py --split 2,4,8,0 --longest 3 --repeat 3
+    python -m benchmarks.compile.split_compile                       # ../shared/corpus, split 2
+    python -m benchmarks.compile.split_compile --split 2,4,8,0 --longest 3 --repeat 3
 
 ``--split 0`` means "as many threads as the machine has" (NVRTC's meaning of 0). The
 threads come from the same cores the other workers use: on a busy sweep a split job
@@ -26,12 +26,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-for folder in (REPO, REPO / "benchmarks"):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-
-from sass_identity import find_cuobjdump, sass_of, timed_tvm_compiles, tvm_compile  # noqa: E402
+from benchmarks import REPO
+from benchmarks.parity.fast_path_sass import (
+    find_cuobjdump,
+    sass_of,
+    timed_tvm_compiles,
+    tvm_compile,
+)
 
 
 def _splits(text: str) -> list[int]:

@@ -23,9 +23,9 @@ shared-memory schedule so that it is small and deterministic:
 
 Run it with a Python that has ``apache-tvm==0.27.0.post1`` (and ``apache-tvm-ffi<0.1.15``):
 
-    /tmp/tvmvenv/bin/python benchmarks/generate_tvm_test_kernels.py
-    /tmp/tvmvenv/bin/python benchmarks/generate_tvm_test_kernels.py --out DIR --arch sm_90a
-    /tmp/tvmvenv/bin/python benchmarks/generate_tvm_test_kernels.py --verify
+    /tmp/tvmvenv/bin/python -m benchmarks.corpus.make_tvm_test_kernels
+    /tmp/tvmvenv/bin/python -m benchmarks.corpus.make_tvm_test_kernels --out DIR --arch sm_90a
+    /tmp/tvmvenv/bin/python -m benchmarks.corpus.make_tvm_test_kernels --verify
 
 ``--verify`` additionally compiles every kernel with TVM's own
 ``tvm.support.nvcc.compile_cuda`` (NVRTC -> cubin and nvcc -> fatbin, explicit ``arch``)
@@ -50,7 +50,9 @@ import tvm
 from tvm import te
 from tvm.s_tir import dlight as dl
 
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "tvm_kernels"
+from benchmarks import REPO
+
+DEFAULT_OUT = REPO / "tests" / "data" / "tvm_kernels"
 
 
 # --------------------------------------------------------------------------- kernels

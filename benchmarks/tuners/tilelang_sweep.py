@@ -1,6 +1,6 @@
 """A TileLang matmul autotune's compile phase: TileLang's own compile vs asynccomp's.
 
-    python benchmarks/tilelang_sweep.py [--configs 64] [--modes ...] [--group 4]
+    python -m benchmarks.tuners.tilelang_sweep [--configs 64] [--modes ...] [--group 4]
         [--passes 2] [--size 1024] [--server] [--no-gpu] [--json OUT]
 
 64 configurations of TileLang's classic fp16 matmul (fp32 accumulate): block_M, block_N
@@ -61,13 +61,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # this checkout's asynccomp, wherever it runs
 os.environ.setdefault("TILELANG_DISABLE_CACHE", "1")
 os.environ.setdefault("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
 os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
 
-import tilelang.language as T  # noqa: E402
+import tilelang.language as T
 
 MODES = ("tilelang", "tilelang-grouped", "asynccomp-nvcc", "asynccomp-nvrtc", "lowering-only")
 ALL_MODES = (*MODES, "asynccomp-nvrtc-nopch")

@@ -55,8 +55,8 @@ MetaSchedule, hence the pin):
 
 Run (from the repository root):
 
-    /work/tvmvenv/bin/python benchmarks/generate_corpus.py --out /work/gen-corpus
-    /work/tvmvenv/bin/python benchmarks/generate_corpus.py --out DIR --per-workload 6 \\
+    /work/tvmvenv/bin/python -m benchmarks.corpus.make_corpus --out /work/gen-corpus
+    /work/tvmvenv/bin/python -m benchmarks.corpus.make_corpus --out DIR --per-workload 6 \\
         --seed 7 --workloads GMM:0,SFM:0 --target nvidia/nvidia-h100
 
 It takes about 35 s for the default 60 kernels on a 2-core CPU machine (one process, one
@@ -154,7 +154,7 @@ def _readme(args, argv_line: str, tvm_version: str, written: list[str]) -> str:
         "`<workload>_<idx>_<k>_<sha12>.cu`\n"
         "(sha12: the first 12 hex digits of the file's SHA-256). Each file is what TVM "
         "passes to\n`tvm_callback_cuda_compile`.\n\n"
-        f"Made by `benchmarks/generate_corpus.py` of asynccomp:\n\n    {argv_line}\n"
+        f"Made by `benchmarks/corpus/make_corpus.py` of asynccomp:\n\n    {argv_line}\n"
     )
 
 
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
         print(f"{name}:{idx} done in {time.perf_counter() - t0:.1f} s", flush=True)
 
     argv_line = (
-        f"python benchmarks/generate_corpus.py --out DIR --per-workload "
+        f"python -m benchmarks.corpus.make_corpus --out DIR --per-workload "
         f"{args.per_workload} --seed {args.seed} --workloads {args.workloads} "
         f"--target {args.target}"
     )

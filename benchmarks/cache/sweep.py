@@ -10,10 +10,9 @@
    runs once with the cache off and once with an empty cache (memory + disk); both
    engines are warmed up first. Prints wall times, compiler runs, hits and dedupes.
 
-    python benchmarks/cache_sweep.py                        # the built-in examples
-    python benchmarks/cache_sweep.py --corpus ../shared/corpus --arch sm_90a
+    python -m benchmarks.cache.sweep                        # the built-in examples
+    python -m benchmarks.cache.sweep --corpus ../shared/corpus --arch sm_90a
 
-(with asynccomp installed, or ``PYTHONPATH=.`` from a checkout).
 """
 
 from __future__ import annotations
@@ -30,12 +29,8 @@ from pathlib import Path
 
 import anyio
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from asynccomp import CompileJob, Engine, SyncEngine  # noqa: E402
-from asynccomp.examples import example_names, example_path  # noqa: E402
+from asynccomp import CompileJob, Engine, SyncEngine
+from asynccomp.examples import example_names, example_path
 
 
 def load_jobs(corpus: Path | None, arch: str, limit: int | None) -> list[CompileJob]:

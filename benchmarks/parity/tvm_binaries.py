@@ -15,9 +15,9 @@ toolkit: ``$CUDA_PATH``, set to ``/usr/local/cuda`` when unset, since TVM's own 
 asynccomp compiles into a fresh, private cache folder (``--cache-dir`` to choose one), so
 nothing comes from an earlier run.
 
-    python benchmarks/tvm_parity.py                           # ../shared/corpus, both
-    python benchmarks/tvm_parity.py --compilers nvrtc
-    python benchmarks/tvm_parity.py --compilers nvcc --limit 20 --jobs 2
+    python -m benchmarks.parity.tvm_binaries                           # ../shared/corpus, both
+    python -m benchmarks.parity.tvm_binaries --compilers nvrtc
+    python -m benchmarks.parity.tvm_binaries --compilers nvcc --limit 20 --jobs 2
 
 Exit status: 0 when every kernel compiled on every side and was identical, else 1.
 """
@@ -35,12 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-for folder in (REPO, REPO / "benchmarks"):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-
-from sass_identity import find_cuobjdump, sass_of  # noqa: E402
+from benchmarks import REPO
+from benchmarks.parity.fast_path_sass import find_cuobjdump, sass_of
 
 FORMATS = {"nvrtc": "cubin", "nvcc": "fatbin"}
 
@@ -183,11 +179,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     cuobjdump = find_cuobjdump()
     from asynccomp import find_toolkit
+    from asynccomp.backends import NvrtcBackend
 
     toolkit = find_toolkit()
     print(f"corpus: {args.corpus} ({len(files)} kernels), arch {args.arch}, TVM {tvm.__version__}")
     print(f"CUDA_PATH={os.environ.get('CUDA_PATH')}; nvcc {toolkit.nvcc_version}; ", end="")
-    print(f"NVRTC {toolkit.compiler_versions['nvrtc']}; TVM-side threads: {args.jobs}")
+    print(f"NVRTC {NvrtcBackend.version(toolkit)}; TVM-side threads: {args.jobs}")
     print(f"asynccomp cache: {os.environ['ASYNCCOMP_CACHE_DIR']}")
 
     all_same = True

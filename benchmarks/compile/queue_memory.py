@@ -6,8 +6,8 @@ Python heap (``tracemalloc``) is measured before the jobs are made, after they a
 and once all of them are queued; the process's RSS too. The jobs themselves (the user's
 ``CompileJob`` objects and sources) are reported apart from what queueing them adds.
 
-    python benchmarks/queue_memory.py                  # 100 and 10,000, both ways
-    python benchmarks/queue_memory.py --counts 100,10000,50000
+    python -m benchmarks.compile.queue_memory                  # 100 and 10,000, both ways
+    python -m benchmarks.compile.queue_memory --counts 100,10000,50000
 """
 
 from __future__ import annotations
@@ -17,15 +17,10 @@ import gc
 import sys
 import tracemalloc
 from collections.abc import Sequence
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import anyio
 
-import anyio  # noqa: E402
-
-from asynccomp import CompileJob, Engine  # noqa: E402
+from asynccomp import CompileJob, Engine
 
 BLOCKER = (
     'extern "C" __global__ void slow(float* x) {\n  float a = x[threadIdx.x];\n'

@@ -1,0 +1,1 @@
+"""The compile cache: hit latency per tier, and sweeps with repeated sources."""

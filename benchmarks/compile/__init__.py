@@ -1,0 +1,1 @@
+"""How fast the engine compiles: scaling, a cold start, split compiles, queued jobs, Ray."""

@@ -1,0 +1,1 @@
+"""Generators of the kernels the benchmarks and tests compile."""

@@ -1,0 +1,1 @@
+"""Figures about the code itself (modules, lines, import cycles)."""

@@ -1,0 +1,1 @@
+"""Checks, not timings: asynccomp gives the binaries it should (the fast path, TVM)."""

@@ -1,0 +1,1 @@
+"""The compile server under load and faults."""

@@ -1,0 +1,1 @@
+"""Autotuners compiling through asynccomp: MetaSchedule (TVM) and TileLang."""
