@@ -17,13 +17,22 @@ Example::
 
 How it works is in :mod:`asynccomp._front` (planning, results, dumps) and
 :mod:`asynccomp._scheduler` (the cache, coalescing of identical jobs, longest-first
-dispatch).
+dispatch). :class:`InProcessRunner` is the runner (:mod:`asynccomp.runner`) of an engine
+that compiles in process: a runner of one's own (``Engine(runner=...)``) may wrap one.
 """
 
 from __future__ import annotations
 
 from ._front import CompletedResults, Engine, EngineState
 from ._scheduler._limits import default_workers
+from ._scheduler.local import InProcessRunner
 from .statistics import EngineStatistics
 
-__all__ = ("CompletedResults", "Engine", "EngineState", "EngineStatistics", "default_workers")
+__all__ = (
+    "CompletedResults",
+    "Engine",
+    "EngineState",
+    "EngineStatistics",
+    "InProcessRunner",
+    "default_workers",
+)

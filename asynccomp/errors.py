@@ -3,7 +3,11 @@
 One tree, so ``except AsyncCompError`` catches everything this library means to raise::
 
     AsyncCompError
-    ├── InvalidJob (also a ValueError)      bad input: a CompileJob field, an engine setting
+    ├── InvalidJob (also a ValueError)      bad input: a CompileJob field, a job's arch
+    │   ├── SettingsError                   a bad setting: of an engine, its mode (in
+    │   │                                   process, on a server, on Ray), a server, the
+    │   │                                   cache; or one given to a mode that does not
+    │   │                                   use it
     │   └── UnknownBackend                  a backend name no backend is registered under
     ├── EngineClosed (also a RuntimeError)  the engine is not running (or belongs to the
     │                                       parent of a forked process)
@@ -65,6 +69,7 @@ __all__ = (
     "ResourceLimitWarning",
     "ServerError",
     "ServerLost",
+    "SettingsError",
     "ToolkitNotFound",
     "UnknownBackend",
     "WorkerCrashed",
@@ -79,9 +84,11 @@ class AsyncCompError(Exception):
 
 
 class InvalidJob(AsyncCompError, ValueError):
-    """A :class:`~asynccomp.CompileJob` (or an engine setting) has a bad value.
+    """A :class:`~asynccomp.CompileJob` has a bad value (bad settings raise its
+    subclass :class:`SettingsError`).
 
-    ``field`` names the offending attribute and ``value`` holds what was given.
+    ``field`` names the offending attribute, ``value`` holds what was given and
+    ``problem`` says what is wrong with it.
     """
 
     def __init__(self, field: str, value: object, problem: str) -> None:
@@ -91,6 +98,23 @@ class InvalidJob(AsyncCompError, ValueError):
         super().__init__(f"invalid {field} {shown}: {problem}")
         self.field = field
         self.value = value
+        self.problem = problem
+
+
+class SettingsError(InvalidJob):
+    """A setting has a bad value, or was given to a mode that does not use it (an
+    engine on a compile server given worker counts: they are the server's).
+
+    ``field`` names the setting (as ``Engine(...)`` or the mode object spells it) and
+    ``value`` holds what was given. Raised as an engine, a mode object
+    (:mod:`asynccomp.config`) or a server is made, before anything starts: a settings
+    error is the caller's to fix, never one job's fate.
+
+    It is an :class:`InvalidJob` for compatibility: settings were refused with
+    ``InvalidJob`` before this class existed, and ``except InvalidJob`` (or
+    ``ValueError``) around an ``Engine(...)`` keeps working. ``except SettingsError``
+    catches the settings alone, never a bad job.
+    """
 
 
 class UnknownBackend(InvalidJob):

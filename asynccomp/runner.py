@@ -7,11 +7,14 @@ dumps and keeps the statistics. What it hands on is a stream of
 :class:`CompileRequest` s, and what it gets back for each is an :class:`Outcome`. A
 runner is what answers them:
 
-- the engine's own scheduler (``asynccomp._scheduler``): the cache, coalescing of
+- the engine's own scheduler (:class:`asynccomp.engine.InProcessRunner`): the cache, coalescing of
   identical compiles, longest-first slots, and the backends: NVRTC worker processes,
   nvcc subprocesses, or actors on a Ray cluster (:mod:`asynccomp.ray`);
 - :class:`asynccomp.server.ServerClient`: the same scheduler in this user's compile
-  server, shared by every process of the machine (:mod:`asynccomp.server`).
+  server, shared by every process of the machine (:mod:`asynccomp.server`);
+- a runner of one's own, ``Engine(runner=...)`` (as httpx's ``transport=``): the
+  engine starts it and closes it with itself. It may wrap
+  :class:`asynccomp.engine.InProcessRunner`, the in-process scheduler as a runner.
 
 So results, errors and counts are made in one place, and a runner only says what
 happened to each compile: when it started, and how it ended (compiled, answered from the

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from asynccomp import CompileJob, Engine, InvalidJob
+from asynccomp import CompileJob, Engine, SettingsError
 from asynccomp.cache._results import CacheStats
 
 from .kernels import ARCH, scale_kernel
@@ -137,7 +137,7 @@ async def test_max_size_from_the_folder_the_environment_and_the_caller(
         assert engine.cache is not None and engine.cache.disk is not None
         assert engine.cache.disk.max_bytes == 12_000  # the caller's
     monkeypatch.setenv("ASYNCCOMP_CACHE_MAX_SIZE", "big")
-    with pytest.raises(InvalidJob, match="ASYNCCOMP_CACHE_MAX_SIZE"):
+    with pytest.raises(SettingsError, match="ASYNCCOMP_CACHE_MAX_SIZE"):
         async with Engine(arch=ARCH, cache_dir=cache, server=None):
             pass
 

@@ -30,6 +30,7 @@ from asynccomp import (
     CompileTimeout,
     EngineStatistics,
     InvalidJob,
+    SettingsError,
 )
 from asynccomp import server as server_api
 from asynccomp.backends import PtxBackend
@@ -83,8 +84,8 @@ Case = Callable[[Door], Awaitable[Seen]]
 
 
 async def unsupported_arch(door: Door) -> Seen:
-    """An architecture the compilers lack: refused as the engine starts, and for a job
-    before anything runs."""
+    """An architecture the compilers lack: refused as the engine starts (a setting's
+    error), and for a job before anything runs (a job's)."""
     with pytest.raises(InvalidJob, match="sm_999") as started:
         async with open_door(door, arch="sm_999"):
             pass
@@ -92,7 +93,7 @@ async def unsupported_arch(door: Door) -> Seen:
         with pytest.raises(InvalidJob, match="sm_999") as called:
             await engine.compile(CompileJob(tagged(scale_kernel()), arch="sm_999"))
         stats = await engine.statistics()
-    assert type(started.value) is type(called.value)
+    assert type(started.value) is SettingsError and type(called.value) is InvalidJob
     return seen([], stats, called.value)
 
 

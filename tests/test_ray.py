@@ -27,7 +27,7 @@ from asynccomp import (
     CompileResult,
     CompileTimeout,
     Engine,
-    InvalidJob,
+    SettingsError,
     WorkerCrashed,
     find_toolkit,
 )
@@ -424,12 +424,12 @@ async def test_without_ray_installed_the_error_says_what_to_install(
         ("fallback", "yes"),
     ],
 )
-def test_bad_executor_settings_are_invalid_job(field: str, value: object) -> None:
-    with pytest.raises(InvalidJob, match=field):
+def test_bad_executor_settings_are_settings_errors(field: str, value: object) -> None:
+    with pytest.raises(SettingsError, match=field):
         RayExecutor(**{field: value})  # type: ignore[arg-type]
-    with pytest.raises(InvalidJob, match="executor"):
+    with pytest.raises(SettingsError, match="executor"):
         Engine(executor="ray://x:1")  # type: ignore[arg-type]
-    with pytest.raises(InvalidJob, match="belong to the server"):
+    with pytest.raises(SettingsError, match="belong to the server"):
         Engine(server="auto", executor=RayExecutor())
 
 

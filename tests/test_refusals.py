@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from asynccomp import Engine, InvalidJob, SyncEngine
-from asynccomp.config import EngineConfig
+from asynccomp import Engine, InvalidJob, SettingsError, SyncEngine
+from asynccomp.config import EngineConfig, InProcess, OnRay, WorkerSettings, server_mode
 from asynccomp.ray import RayExecutor
 from asynccomp.server import Server, server_paths
 
@@ -91,7 +91,7 @@ def _modes(folder: Path) -> dict[str, Callable[[dict[str, Any]], object]]:
     return {
         "engine": lambda settings: Engine(**settings),
         "sync": lambda settings: SyncEngine(**settings),
-        "server": lambda settings: Server(paths, config=EngineConfig(**settings)),
+        "server": lambda settings: Server(paths, mode=server_mode(**settings)),
     }
 
 
@@ -104,7 +104,7 @@ def test_the_same_refusal_in_every_mode(name: str, server_dir: Path, tmp_path: P
         if mode in case.elsewhere:
             continue
         if mode in case.refused_by:
-            with pytest.raises(InvalidJob, match=case.match) as refused:
+            with pytest.raises(SettingsError, match=case.match) as refused:
                 make(case.settings)
             said[mode] = str(refused.value)
         else:
@@ -130,11 +130,17 @@ def test_the_same_refusal_in_every_mode(name: str, server_dir: Path, tmp_path: P
     assert not list(server_dir.glob("*.sock"))  # `serve` refused before it started
 
 
-def test_the_rules_are_the_configs() -> None:
-    """Every mode applies EngineConfig.check: the refusal is the config's own."""
-    config = EngineConfig(executor=RayExecutor(address=NOWHERE), nvrtc_workers=4)
-    with pytest.raises(InvalidJob) as by_config:
-        config.check("engine")
-    with pytest.raises(InvalidJob) as by_engine:
-        Engine.from_config(config)
-    assert str(by_config.value) == str(by_engine.value)
+def test_the_rules_are_the_mode_objects() -> None:
+    """The keywords map onto the mode objects, whose own check refuses: the same words
+    from the object, from the keywords and from EngineConfig, and a SettingsError that
+    is still an InvalidJob (callers that caught InvalidJob for settings keep working)."""
+    executor = RayExecutor(address=NOWHERE)
+    with pytest.raises(SettingsError) as by_mode:
+        OnRay(executor, WorkerSettings(nvrtc_workers=4))
+    with pytest.raises(SettingsError) as by_keywords:
+        Engine(executor=executor, nvrtc_workers=4)
+    with pytest.raises(SettingsError) as by_config:
+        EngineConfig.from_keywords(executor=executor, nvrtc_workers=4)
+    assert str(by_mode.value) == str(by_keywords.value) == str(by_config.value)
+    assert isinstance(by_mode.value, InvalidJob) and by_mode.value.field == "executor"
+    assert Engine(mode=InProcess(WorkerSettings(nvrtc_workers=1))).nvrtc_workers == 1

@@ -3,11 +3,14 @@
 An engine is a :class:`~._front.Front` (planning, results, dumps, counts) over a
 :class:`~asynccomp.runner.Runner`:
 
-- in process: this module's scheduler (:class:`~._pipeline.Scheduler`) over the local
-  backends, or over a Ray cluster's actors (``executor``), with its own cache;
-- on a compile server: :class:`asynccomp.server.ServerClient`; the jobs are rendered
-  here with the server's toolkit (its welcome says what it is), and the cache is the
-  server's.
+- in process (:class:`~asynccomp.config.InProcess`, :class:`~asynccomp.config.OnRay`):
+  an :class:`~asynccomp.engine.InProcessRunner`, the scheduler over the local backends
+  or over a Ray cluster's actors, with its own cache;
+- on a compile server (:class:`~asynccomp.config.OnServer`):
+  :class:`asynccomp.server.ServerClient`; the jobs are rendered here with the server's
+  toolkit (its welcome says what it is), and the cache is the server's;
+- a runner of one's own (``Engine(runner=...)``): the jobs are rendered here with the
+  engine's toolkit (given, or found as it starts); it has no cache the engine sees.
 
 Each part that starts is registered on an exit stack, so a start that fails half way
 (no server, a Ray cluster that cannot be reached, a dump folder that cannot be written)
@@ -25,15 +28,16 @@ from pathlib import Path
 import anyio.abc
 import anyio.to_thread
 
-from .._scheduler.local import MakeBackends, check_arch, start_local
+from .._scheduler.local import InProcessRunner, MakeBackends, check_arch
 from ..backends import CompilerBackend, compiler_versions
-from ..cache import RemoteCache, ResultCache
-from ..config import EngineConfig
+from ..cache import ResultCache
+from ..config import EngineConfig, OnServer
 from ..cost import CostModel
 from ..errors import AsyncCompWarning, ServerError
+from ..gpu import local_gpu_arch
 from ..job import DEFAULT_BACKEND
 from ..runner import Runner
-from ..toolkit import Toolkit
+from ..toolkit import Toolkit, find_toolkit
 from ._dumps import DumpRegistry
 from ._front import Front
 from ._plan import Planner
@@ -55,29 +59,42 @@ class Parts:
 async def assemble(
     config: EngineConfig,
     *,
-    remote: RemoteCache | None,
-    workers: Mapping[str, int],
+    runner: Runner | None,
     cost_model: CostModel,
     make_backends: MakeBackends,
     task_group: anyio.abc.TaskGroup,
     stack: contextlib.AsyncExitStack,
 ) -> Parts:
-    """Start the engine's parts (each registered on ``stack`` to be closed)."""
-    dumps = DumpRegistry(None if config.dump_dir is None else Path(config.dump_dir))
+    """Start the engine's parts (each registered on ``stack`` to be closed): ``runner``
+    (an :class:`InProcessRunner`, or one of the caller's own), or a compile server's
+    client for :class:`OnServer` (``runner`` is then ``None``)."""
+    dumps = DumpRegistry(None if config.job.dump_dir is None else Path(config.job.dump_dir))
     # An unusable dump root fails here, before any job runs.
     await anyio.to_thread.run_sync(dumps.open_engine_root)
-    if config.server is not None:
-        return await _on_server(config, dumps, cost_model, make_backends, task_group, stack)
-    local = await start_local(
-        config,
-        remote=remote,
-        workers=workers,
-        make_backends=make_backends,
-        task_group=task_group,
-        stack=stack,
-    )
-    front = _front(config, local.toolkit, local.renderers, local.scheduler, dumps, cost_model)
-    return Parts(local.toolkit, local.scheduler, front, local.cache, local.on_cluster)
+    if isinstance(config.mode, OnServer):
+        return await _on_server(
+            config, config.mode, dumps, cost_model, make_backends, task_group, stack
+        )
+    assert runner is not None
+    if isinstance(runner, InProcessRunner):
+        stack.push_async_callback(runner.aclose)
+        await runner.start(task_group)
+        local = runner.started
+        front = _front(config, local.toolkit, local.renderers, runner, dumps, cost_model)
+        return Parts(local.toolkit, runner, front, local.cache, local.on_cluster)
+    # A runner of one's own: the jobs are rendered here, with the toolkit given or found.
+    toolkit = config.mode.toolkit
+    if toolkit is None:
+        toolkit = await anyio.to_thread.run_sync(find_toolkit)
+    if config.job.arch is None:
+        await anyio.to_thread.run_sync(local_gpu_arch)  # asked once, off the event loop
+    else:
+        check_arch(toolkit, "nvrtc", config.job.arch, "Engine(arch=...)", setting=True)
+    stack.push_async_callback(runner.aclose)
+    await runner.start(task_group)
+    # Rendered here; never started (the runner compiles).
+    front = _front(config, toolkit, make_backends(toolkit), runner, dumps, cost_model)
+    return Parts(toolkit, runner, front, None, False)
 
 
 def _front(
@@ -89,12 +106,12 @@ def _front(
     cost_model: CostModel,
 ) -> Front:
     planner = Planner(
-        arch=config.arch,
+        arch=config.job.arch,
         renderers=renderers,
         slots=runner.slots(),
         cost_model=cost_model,
-        split_compile=config.split_compile,
-        tvm_fast_path=config.tvm_fast_path,
+        split_compile=config.job.split_compile,
+        tvm_fast_path=config.job.tvm_fast_path,
         dumps=dumps,
     )
     return Front(
@@ -107,6 +124,7 @@ def _front(
 
 async def _on_server(
     config: EngineConfig,
+    mode: OnServer,
     dumps: DumpRegistry,
     cost_model: CostModel,
     make_backends: MakeBackends,
@@ -117,19 +135,22 @@ async def _on_server(
     # server builds on .local, never on this module.)
     from ..server import ServerClient
 
-    server = config.server
-    assert server is not None
-    socket = None if server == "auto" else Path(server)
     # remote_cache=False is the one remote setting an engine on a server takes.
-    if config.remote_cache is False:
-        client = ServerClient(socket, remote_cache=False)
+    if mode.remote_cache is False:
+        client = ServerClient(mode.socket, remote_cache=False)
     else:
-        client = ServerClient(socket)
+        client = ServerClient(mode.socket)
     stack.push_async_callback(client.aclose)
     await client.start(task_group)
     toolkit = client.toolkit
-    if config.arch is not None:
-        check_arch(toolkit, DEFAULT_BACKEND, config.arch, "Engine(arch=...), on the compile server")
+    if config.job.arch is not None:
+        check_arch(
+            toolkit,
+            DEFAULT_BACKEND,
+            config.job.arch,
+            "Engine(arch=...), on the compile server",
+            setting=True,
+        )
     mismatch = client.remote_key_mismatch()
     if mismatch is not None:
         raise ServerError(mismatch)

@@ -18,13 +18,24 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from .._scheduler.local import check_arch, default_backends, local_workers, remote_cache
+from .._scheduler.local import InProcessRunner, check_arch, default_backends
 from ..backends import BackendSettings
-from ..config import EngineConfig, NvrtcModeSetting
+from ..config import (
+    KEYWORDS,
+    CacheSettings,
+    EngineConfig,
+    JobSettings,
+    NvrtcModeSetting,
+    OnServer,
+    RunMode,
+    WorkerSettings,
+    engine_config,
+)
 from ..cost import CostModel
-from ..errors import InvalidJob
+from ..errors import InvalidJob, SettingsError
 from ..job import CompileJob
 from ..result import CompileResult
+from ..runner import Runner
 from ..statistics import EngineStatistics
 from ..toolkit import Toolkit
 from ._assembly import assemble
@@ -44,7 +55,8 @@ logger = logging.getLogger("asynccomp")
 
 T = TypeVar("T")
 _Engine = TypeVar("_Engine", bound="Engine")
-_DEFAULT = EngineConfig()  # where every default is written, once
+# Where the defaults are written, once (the keywords' defaults are these objects').
+_JOB, _WORKERS, _CACHE = JobSettings(), WorkerSettings(), CacheSettings()
 
 
 class Engine(EngineView):
@@ -104,15 +116,27 @@ class Engine(EngineView):
             parser: :func:`~asynccomp.config.parse_server`). The engine is used the
             same way, with the same results, errors and statistics; the job settings (``arch``,
             ``tvm_fast_path``, ``dump_dir``, ``split_compile``, ``cost_model``) still
-            apply, the others are the server's (giving one is an ``InvalidJob``).
+            apply, the others are the server's (giving one is a
+            :class:`~asynccomp.SettingsError`).
         executor: where the compiles run instead of local workers: an
             :class:`asynccomp.ray.RayExecutor` sends them to actors on a Ray cluster
             (one per CPU it offers; their count is the engine's number of slots, for
             NVRTC and nvcc together, so worker settings are refused unless the
             executor may fall back to local workers). ``None``: local workers.
+        mode: where the compiles run, as one object instead of the keywords above
+            (:class:`~asynccomp.config.InProcess`, :class:`~asynccomp.config.OnServer`,
+            :class:`~asynccomp.config.OnRay`); the keywords other than the job settings
+            are then refused.
+        runner: a :class:`~asynccomp.runner.Runner` of one's own that runs the compiles
+            (the engine starts and closes it with itself; one runner, one engine): the
+            engine plans, renders (with ``toolkit``, else the one found), builds the
+            results, dumps and counts as ever. Only the job settings and ``toolkit``
+            are taken with it.
 
-    Every setting is a field of :class:`~asynccomp.config.EngineConfig`, checked there
-    (a bad value is :class:`~asynccomp.InvalidJob`), with its default written there.
+    The keywords map onto :mod:`asynccomp.config`'s mode objects
+    (:class:`~asynccomp.config.EngineConfig`, the engine's ``config``), where each is
+    checked (a bad value, or one the mode does not use, is a
+    :class:`~asynccomp.SettingsError` naming it) and its default written.
 
     Closing (leaving ``async with`` normally) stops taking calls (they raise
     :class:`~asynccomp.EngineClosed`) and waits for the calls already made, from any task
@@ -124,65 +148,60 @@ class Engine(EngineView):
 
     def __init__(
         self,
-        arch: str | None = _DEFAULT.arch,
-        nvrtc_workers: int | None = _DEFAULT.nvrtc_workers,
-        nvcc_workers: int | None = _DEFAULT.nvcc_workers,
+        arch: str | None = _JOB.arch,
+        nvrtc_workers: int | None = _WORKERS.nvrtc_workers,
+        nvcc_workers: int | None = _WORKERS.nvcc_workers,
         *,
-        nvrtc_mode: NvrtcModeSetting = _DEFAULT.nvrtc_mode,
-        tvm_fast_path: bool = _DEFAULT.tvm_fast_path,
-        toolkit: Toolkit | None = _DEFAULT.toolkit,
-        dump_dir: str | os.PathLike[str] | None = _DEFAULT.dump_dir,
-        cache: bool = _DEFAULT.cache,
-        cache_dir: str | os.PathLike[str] | Literal[False] | None = _DEFAULT.cache_dir,
-        memory_cache_bytes: int = _DEFAULT.memory_cache_bytes,
-        disk_cache_bytes: int | None = _DEFAULT.disk_cache_bytes,
-        cache_failures: bool = _DEFAULT.cache_failures,
-        cost_model: CostModel | None = _DEFAULT.cost_model,
-        split_compile: int = _DEFAULT.split_compile,
-        server: str | os.PathLike[str] | None = _DEFAULT.server,
-        remote_cache: str | RemoteCache | Literal[False] | None = _DEFAULT.remote_cache,
-        executor: RayExecutor | None = _DEFAULT.executor,
+        nvrtc_mode: NvrtcModeSetting = _WORKERS.nvrtc_mode,
+        tvm_fast_path: bool = _JOB.tvm_fast_path,
+        toolkit: Toolkit | None = None,
+        dump_dir: str | os.PathLike[str] | None = _JOB.dump_dir,
+        cache: bool = _CACHE.cache,
+        cache_dir: str | os.PathLike[str] | Literal[False] | None = _CACHE.cache_dir,
+        memory_cache_bytes: int = _CACHE.memory_cache_bytes,
+        disk_cache_bytes: int | None = _CACHE.disk_cache_bytes,
+        cache_failures: bool = _CACHE.cache_failures,
+        cost_model: CostModel | None = _JOB.cost_model,
+        split_compile: int = _JOB.split_compile,
+        server: str | os.PathLike[str] | None = None,
+        remote_cache: str | RemoteCache | Literal[False] | None = _CACHE.remote_cache,
+        executor: RayExecutor | None = None,
+        mode: RunMode | None = None,
+        runner: Runner | None = None,
     ) -> None:
-        config = EngineConfig(
-            arch=arch,
-            nvrtc_workers=nvrtc_workers,
-            nvcc_workers=nvcc_workers,
-            nvrtc_mode=nvrtc_mode,
-            tvm_fast_path=tvm_fast_path,
-            toolkit=toolkit,
-            dump_dir=dump_dir,
-            cache=cache,
-            cache_dir=cache_dir,
-            memory_cache_bytes=memory_cache_bytes,
-            disk_cache_bytes=disk_cache_bytes,
-            cache_failures=cache_failures,
-            cost_model=cost_model,
-            split_compile=split_compile,
-            server=server,
-            remote_cache=remote_cache,
-            executor=executor,
-        )
-        self._setup(config)
+        # The signature is the one list of the keywords (a test holds it to
+        # asynccomp.config.KEYWORDS); their values go on as they are.
+        given = locals()
+        settings = {name: given[name] for name in KEYWORDS}
+        self._setup(engine_config(settings, mode=mode, custom_runner=runner), runner)
 
     @classmethod
-    def from_config(cls: type[_Engine], config: EngineConfig) -> _Engine:
-        """An engine with these settings (the compile server makes its engines so)."""
+    def from_config(
+        cls: type[_Engine], config: EngineConfig, *, runner: Runner | None = None
+    ) -> _Engine:
+        """An engine with these settings (and ``runner``: see :class:`Engine`)."""
         engine = cls.__new__(cls)
-        engine._setup(config)
+        if not isinstance(config, EngineConfig):
+            raise SettingsError("config", config, "must be an asynccomp.config.EngineConfig")
+        if runner is not None:  # the rules of Engine(runner=...): a job config alone
+            engine_config(config.keywords(), custom_runner=runner)
+        engine._setup(config, runner)
         return engine
 
-    def _setup(self, config: EngineConfig) -> None:
-        config.check("engine")
+    def _setup(self, config: EngineConfig, runner: Runner | None) -> None:
         self.config = config
-        self._backend_settings: dict[str, BackendSettings] = {}
-        self._remote: RemoteCache | None = None
-        if config.server is None:
-            # The remote tier is made (not connected) and checked now: a bad URL or a
-            # missing key fails here, as any bad setting does.
-            self._remote = remote_cache(config.remote_cache) if config.cache else None
-            # Counts last: a count lowered to fit memory warns, for a valid engine only.
-            self._backend_settings = local_workers(config)
-        self.cost_model = CostModel() if config.cost_model is None else config.cost_model
+        self._backend_settings: dict[str, BackendSettings] = {}  # in process: each backend's
+        self._runner: Runner | None = runner
+        if runner is None and not isinstance(config.mode, OnServer):
+            local = InProcessRunner(
+                config.mode, arch=config.job.arch, make_backends=self._make_backends
+            )
+            self._backend_settings = local.backend_settings
+            self._runner = local
+        elif runner is not None and not isinstance(runner, Runner):
+            raise SettingsError("runner", runner, "must be an asynccomp.runner.Runner")
+        model = config.job.cost_model
+        self.cost_model = CostModel() if model is None else model
         self._life = Lifecycle()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -196,8 +215,7 @@ class Engine(EngineView):
         await self._life.start(
             lambda task_group, stack: assemble(
                 self.config,
-                remote=self._remote,
-                workers=self._local_workers(),
+                runner=self._runner,
                 cost_model=self.cost_model,
                 make_backends=self._make_backends,
                 task_group=task_group,

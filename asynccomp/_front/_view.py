@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
+from .._scheduler.local import NvrtcMode
 from ..backends import BackendSettings, compiler_versions
-from ..config import EngineConfig
+from ..config import EngineConfig, OnRay, OnServer, RunMode
 from ..errors import EngineClosed
+from ..runner import Runner
 from ..toolkit import Toolkit
 from ._lifecycle import Lifecycle
 
@@ -24,43 +26,49 @@ if TYPE_CHECKING:
 
 __all__ = ("EngineView", "NvrtcMode")
 
-NvrtcMode = Literal["threads", "processes"]
-
 
 class EngineView:
     """An engine's settings and whereabouts (a base of :class:`~asynccomp.Engine`)."""
 
     config: EngineConfig
     _backend_settings: dict[str, BackendSettings]  # each backend's, in process
+    _runner: Runner | None  # what runs the compiles (None: a compile server's client)
     _life: Lifecycle
 
-    def _local_workers(self) -> dict[str, int]:
-        return {name: s.workers for name, s in self._backend_settings.items()}
+    @property
+    def mode(self) -> RunMode:
+        """Where the compiles run: :class:`~asynccomp.config.InProcess`,
+        :class:`~asynccomp.config.OnServer` or :class:`~asynccomp.config.OnRay` (with a
+        runner of one's own, ``InProcess`` holding the toolkit the jobs are rendered
+        with)."""
+        return self.config.mode
 
     @property
     def arch(self) -> str | None:
-        return self.config.arch
+        return self.config.job.arch
 
     @property
     def tvm_fast_path(self) -> bool:
-        return self.config.tvm_fast_path
+        return self.config.job.tvm_fast_path
 
     @property
     def dump_dir(self) -> Path | None:
-        return None if self.config.dump_dir is None else Path(self.config.dump_dir)
+        return None if self.config.job.dump_dir is None else Path(self.config.job.dump_dir)
 
     @property
     def split_compile(self) -> int:
-        return self.config.split_compile
+        return self.config.job.split_compile
 
     @property
     def server(self) -> str | None:
-        """``"auto"``, the socket of the server, or ``None`` (in process)."""
-        return None if self.config.server is None else str(self.config.server)
+        """``"auto"``, the socket of the server, or ``None`` (not on a server)."""
+        mode = self.config.mode
+        return str(mode.address) if isinstance(mode, OnServer) else None
 
     @property
     def executor(self) -> RayExecutor | None:
-        return self.config.executor
+        mode = self.config.mode
+        return mode.executor if isinstance(mode, OnRay) else None
 
     @property
     def nvrtc_mode(self) -> NvrtcMode:
@@ -74,7 +82,7 @@ class EngineView:
         its local workers, its Ray actors, or (once started) its compile server's."""
         if self._life.parts is not None:
             return self._life.parts.runner.slots()
-        return self._local_workers()
+        return {} if self._runner is None else dict(self._runner.slots())
 
     @property
     def nvrtc_workers(self) -> int:
@@ -94,9 +102,9 @@ class EngineView:
     def where(self) -> str:
         """Where the compiles run: ``"in process"``, ``"on the compile server (pid
         N)"`` or ``"on Ray at ADDRESS"`` (known once started)."""
-        if self._life.parts is None:
-            return "on the compile server" if self.server is not None else "in process"
-        return self._life.parts.runner.where
+        if self._life.parts is not None:
+            return self._life.parts.runner.where
+        return "on the compile server" if self._runner is None else self._runner.where
 
     @property
     def cache(self) -> ResultCache | None:
@@ -110,8 +118,9 @@ class EngineView:
         it says in its welcome). Known once the engine has started."""
         if self._life.parts is not None:
             return self._life.parts.toolkit
-        if self.config.toolkit is not None:
-            return self.config.toolkit
+        mode = self.config.mode
+        if not isinstance(mode, OnServer) and mode.toolkit is not None:
+            return mode.toolkit
         raise EngineClosed("the toolkit is looked up when the engine starts")
 
     @property

@@ -10,7 +10,7 @@ other's insides.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -26,18 +26,21 @@ from ..backends import (
     backend_names,
 )
 from ..cache import RemoteCache, ResultCache
-from ..config import EngineConfig
-from ..errors import InvalidJob
+from ..config import CacheSettings, InProcess, OnRay, WorkerSettings
+from ..errors import EngineClosed, InvalidJob, SettingsError
 from ..gpu import local_gpu_arch
 from ..job import DEFAULT_BACKEND
+from ..runner import CompileRequest, RunEvents, Runner
 from ..toolkit import Toolkit, find_toolkit
 from . import _limits
 from ._pipeline import Scheduler
 from ._tally import Tally
 
 __all__ = (
+    "InProcessRunner",
     "LocalRunner",
     "MakeBackends",
+    "NvrtcMode",
     "Scheduler",
     "Tally",
     "check_arch",
@@ -48,16 +51,21 @@ __all__ = (
 )
 
 MakeBackends = Callable[[Toolkit], dict[str, CompilerBackend]]
+#: How local NVRTC compiles run ("auto" decided).
+NvrtcMode = Literal["threads", "processes"]
 
 
-def check_arch(toolkit: Toolkit, backend: str, arch: str, what: str) -> None:
+def check_arch(
+    toolkit: Toolkit, backend: str, arch: str, what: str, *, setting: bool = False
+) -> None:
     """Raise :class:`~asynccomp.InvalidJob` if ``backend``'s compiler in ``toolkit``
-    does not take ``arch``; ``what`` says whose architecture it is."""
+    does not take ``arch``; ``what`` says whose architecture it is (``setting``: the
+    engine's, a :class:`~asynccomp.SettingsError`)."""
     cls = backend_class(backend)
     known = cls.archs(toolkit)
     if not arch_supported(known, arch):
         listed = ", ".join(f"sm_{n}" for n in sorted(known))
-        raise InvalidJob(
+        raise (SettingsError if setting else InvalidJob)(
             "arch",
             arch,
             f"{backend} ({cls.version(toolkit)}) supports {listed} "
@@ -78,8 +86,9 @@ class LocalRunner:
 
 
 async def start_local(
-    config: EngineConfig,
+    mode: InProcess | OnRay,
     *,
+    arch: str | None,
     remote: RemoteCache | None,
     workers: Mapping[str, int],
     make_backends: MakeBackends,
@@ -91,22 +100,20 @@ async def start_local(
 
     # The first lookup runs nvcc --version: keep it off the event loop.
     toolkit = (
-        config.toolkit
-        if config.toolkit is not None
-        else await anyio.to_thread.run_sync(find_toolkit)
+        mode.toolkit if mode.toolkit is not None else await anyio.to_thread.run_sync(find_toolkit)
     )
-    if config.arch is None:
+    if arch is None:
         # Asked once, off the event loop (cuInit can take a while); cached after.
         await anyio.to_thread.run_sync(local_gpu_arch)
     else:
-        check_arch(toolkit, DEFAULT_BACKEND, config.arch, "Engine(arch=...)")
-    cache = await anyio.to_thread.run_sync(_make_cache, config, remote)
+        check_arch(toolkit, DEFAULT_BACKEND, arch, "Engine(arch=...)", setting=True)
+    cache = await anyio.to_thread.run_sync(_make_cache, mode.cache, remote)
     local = backends = make_backends(toolkit)
     slots = dict(workers)
     shared_slots = on_cluster = False
     where = "in process"
-    if config.executor is not None:
-        started = await config.executor.start(toolkit, backends)
+    if isinstance(mode, OnRay):
+        started = await mode.executor.start(toolkit, backends)
         if started is not None:  # None: it fell back to local workers (warned)
             backends, actors, where = started
             slots = dict.fromkeys(backends, actors)
@@ -129,6 +136,91 @@ async def start_local(
     return LocalRunner(toolkit, scheduler, local, cache, on_cluster)
 
 
+class InProcessRunner(Runner):
+    """The runner of an engine that compiles in this process (:class:`InProcess`), or on
+    a Ray cluster's actors (:class:`OnRay`): the scheduler with its cache, toolkit and
+    backends, started with the runner. An engine in process makes one; a runner of
+    one's own may wrap one (``Engine(runner=...)``).
+
+    Made with no I/O but the checks of its settings: a bad remote cache URL or key is a
+    :class:`~asynccomp.SettingsError` here, and a worker count lowered to fit memory
+    warns here. ``arch`` is what the engine renders for (checked against the toolkit as
+    it starts; ``None``: the local GPU, asked as it starts); ``make_backends`` makes the
+    backends from the toolkit found (default: every registered backend, with these workers).
+    """
+
+    def __init__(
+        self,
+        mode: InProcess | OnRay | None = None,
+        *,
+        arch: str | None = None,
+        make_backends: MakeBackends | None = None,
+    ) -> None:
+        self.mode = InProcess() if mode is None else mode
+        if not isinstance(self.mode, (InProcess, OnRay)):
+            raise SettingsError("mode", self.mode, "must be InProcess or OnRay")
+        self.arch = arch
+        # The remote tier is made (not connected) and checked now: a bad URL or a
+        # missing key fails here, as any bad setting does.
+        cache = self.mode.cache
+        self.remote = remote_cache(cache.remote_cache) if cache.cache else None
+        # Counts last: a count lowered to fit memory warns, for valid settings only.
+        self.backend_settings = local_workers(self.mode.workers, arch)
+        self.worker_counts = {name: b.workers for name, b in self.backend_settings.items()}
+        self._make_backends = make_backends or self.default_backends
+        self._local: LocalRunner | None = None
+        self._stack = contextlib.AsyncExitStack()
+
+    def default_backends(self, toolkit: Toolkit) -> dict[str, CompilerBackend]:
+        """Every registered backend, with this runner's settings for it."""
+        return default_backends(toolkit, self.backend_settings)
+
+    @property
+    def started(self) -> LocalRunner:
+        if self._local is None:
+            raise EngineClosed("the runner has not started")
+        return self._local
+
+    @property
+    def where(self) -> str:  # type: ignore[override]
+        return "in process" if self._local is None else self._local.scheduler.where
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        async with contextlib.AsyncExitStack() as unwind:
+            unwind.push_async_exit(self._stack)  # a start that fails half way unwinds
+            self._local = await start_local(
+                self.mode,
+                arch=self.arch,
+                remote=self.remote,
+                workers=self.worker_counts,
+                make_backends=self._make_backends,
+                task_group=task_group,
+                stack=self._stack,
+            )
+            unwind.pop_all()
+
+    async def run(
+        self,
+        requests: AsyncIterable[Sequence[CompileRequest]],
+        events: RunEvents,
+        *,
+        want: bool = True,
+    ) -> None:
+        await self.started.scheduler.run(requests, events, want=want)
+
+    async def warm_up(self) -> None:
+        await self.started.scheduler.warm_up()
+
+    def slots(self) -> Mapping[str, int]:
+        return dict(self.worker_counts) if self._local is None else self._local.scheduler.slots()
+
+    def workers(self) -> int:
+        return 0 if self._local is None else self._local.scheduler.workers()
+
+    async def aclose(self) -> None:
+        await self._stack.aclose()
+
+
 def default_backends(
     toolkit: Toolkit, settings: Mapping[str, BackendSettings]
 ) -> dict[str, CompilerBackend]:
@@ -141,57 +233,66 @@ def default_backends(
     }
 
 
-def _make_cache(config: EngineConfig, remote: RemoteCache | None) -> ResultCache | None:
+def _make_cache(settings: CacheSettings, remote: RemoteCache | None) -> ResultCache | None:
     """Blocking: the engine's cache (``None`` when caching is off)."""
     from ..cache import default_cache_dir
     from ..cache._settings import max_size
 
-    if not config.cache:
+    if not settings.cache:
         return None
-    if config.cache_dir is False:
+    if settings.cache_dir is False:
         disk = None
     else:
-        disk = default_cache_dir() if config.cache_dir is None else Path(config.cache_dir)
-    disk_bytes, _ = max_size(disk, config.disk_cache_bytes)
+        disk = default_cache_dir() if settings.cache_dir is None else Path(settings.cache_dir)
+    try:
+        disk_bytes, _ = max_size(disk, settings.disk_cache_bytes)
+    except InvalidJob as exc:  # $ASYNCCOMP_CACHE_MAX_SIZE, or the folder's: a setting
+        raise SettingsError(exc.field, exc.value, exc.problem) from None
     return ResultCache(
         disk,
-        memory_bytes=config.memory_cache_bytes,
+        memory_bytes=settings.memory_cache_bytes,
         disk_bytes=disk_bytes,
-        cache_failures=config.cache_failures,
+        cache_failures=settings.cache_failures,
         remote=remote,
     )
 
 
 def remote_cache(value: object) -> RemoteCache | None:
     """The remote tier ``remote_cache`` asks for, made (not connected) and checked now:
-    a bad URL, or a missing key, is :class:`~asynccomp.InvalidJob` as the engine is made;
-    ``None`` reads ``$ASYNCCOMP_REMOTE_CACHE``."""
+    a bad URL, or a missing key, is a :class:`~asynccomp.SettingsError` as the engine
+    is made; ``None`` reads ``$ASYNCCOMP_REMOTE_CACHE``."""
     from ..cache import remote_cache_from_environment, remote_cache_from_url
 
     if value is False:
         return None
-    if value is None:
-        return remote_cache_from_environment(strict=True)
     if isinstance(value, RemoteCache):
         return value
-    assert isinstance(value, str)
-    return remote_cache_from_url(value)
+    try:
+        if value is None:
+            return remote_cache_from_environment(strict=True)
+        assert isinstance(value, str)
+        return remote_cache_from_url(value)
+    except SettingsError:
+        raise
+    except InvalidJob as exc:  # the cache's own checks: here, a setting of the engine's
+        raise SettingsError(exc.field, exc.value, exc.problem) from None
 
 
-def local_workers(config: EngineConfig) -> dict[str, BackendSettings]:
-    """How an engine that compiles in this process runs each registered backend: its
-    worker count (its setting's, else one per CPU; capped by memory, with a warning
-    for a count that was given) and the rest of its settings."""
-    settings = {}
+def local_workers(settings: WorkerSettings, arch: str | None) -> dict[str, BackendSettings]:
+    """How a scheduler that compiles in this process runs each registered backend: its
+    worker count (its setting's, else one per CPU; capped by memory, with a warning for
+    a count that was given) and the rest of its settings (``arch``: what a warm-up
+    compiles for)."""
+    out = {}
     for name in backend_names():
         cls = backend_class(name)
         setting = cls.workers_setting
-        requested = None if setting is None else getattr(config, setting)
+        requested = None if setting is None else getattr(settings, setting)
         count = _limits.worker_count(
             setting or f"{name} workers", requested, cls.worker_memory, cls.worker_noun
         )
-        asked = "threads" if cls.mode_setting is None else getattr(config, cls.mode_setting)
+        asked = "threads" if cls.mode_setting is None else getattr(settings, cls.mode_setting)
         processes = asked == "processes" or (asked == "auto" and count > 1)
-        mode: Literal["threads", "processes"] = "processes" if processes else "threads"
-        settings[name] = BackendSettings(count, mode, warmup_arch=config.arch or "sm_80")
-    return settings
+        mode: NvrtcMode = "processes" if processes else "threads"
+        out[name] = BackendSettings(count, mode, warmup_arch=arch or "sm_80")
+    return out

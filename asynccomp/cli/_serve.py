@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from .._os import child_environ
-from ..config import EngineConfig
+from ..config import server_mode
 from ..errors import AsyncCompError, ServerError
 from ..server import DEFAULT_IDLE_TIMEOUT, Server, ServerPaths, server_paths, status, stop
 from ._args import non_negative_float, positive_int
@@ -108,13 +108,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"asynccomp: error: {exc}", file=sys.stderr)
         return 1
     try:
-        config = EngineConfig(
+        # Checked before --detach: the refusal is this command's.
+        mode = server_mode(
             nvrtc_workers=args.jobs,
             nvcc_workers=args.jobs,
             cache_dir=args.cache_dir,
             executor=ray_executor(args),
         )
-        config.check("server")  # before --detach: the refusal is this command's
     except ValueError as exc:
         print(f"asynccomp: error: {in_cli_terms(exc)}", file=sys.stderr)
         return 2
@@ -124,8 +124,8 @@ def run(args: argparse.Namespace) -> int:
     for handler in logging.getLogger().handlers:  # the format names the logger already
         handler.addFilter(StripPrefix())
     try:
-        server = Server(paths, config=config, idle_timeout=args.idle_timeout, warm=args.warm)
-    except ValueError as exc:  # InvalidJob: e.g. a bad $ASYNCCOMP_REMOTE_CACHE
+        server = Server(paths, mode=mode, idle_timeout=args.idle_timeout, warm=args.warm)
+    except ValueError as exc:  # SettingsError: e.g. a bad $ASYNCCOMP_REMOTE_CACHE
         _tell(args.ready_fd, str(exc))
         print(f"asynccomp: error: {exc}", file=sys.stderr)
         return 2

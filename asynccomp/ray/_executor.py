@@ -18,7 +18,7 @@ from ..backends import (
     CompilerBackend,
     PreparedCompile,
 )
-from ..errors import ClusterError, ClusterWarning, InvalidJob
+from ..errors import ClusterError, ClusterWarning, SettingsError
 from ..job import CompileJob
 from ..toolkit import Toolkit
 from ._actor import toolkit_identity
@@ -75,12 +75,12 @@ class RayExecutor:
 
     def __post_init__(self) -> None:
         if self.address is not None and (not isinstance(self.address, str) or not self.address):
-            raise InvalidJob("address", self.address, "must be a non-empty string or None")
+            raise SettingsError("address", self.address, "must be a non-empty string or None")
         if self.actors is not None:
             _check_count("actors", self.actors, 1)
         _check_count("retries", self.retries, 0)
         if not isinstance(self.fallback, bool):
-            raise InvalidJob("fallback", self.fallback, "must be True or False")
+            raise SettingsError("fallback", self.fallback, "must be True or False")
         timeout = self.startup_timeout
         if (
             isinstance(timeout, bool)
@@ -88,7 +88,7 @@ class RayExecutor:
             or not math.isfinite(timeout)
             or timeout <= 0
         ):
-            raise InvalidJob("startup_timeout", timeout, "must be a positive number of seconds")
+            raise SettingsError("startup_timeout", timeout, "must be a positive number of seconds")
 
     async def start(
         self, toolkit: Toolkit, local: Mapping[str, CompilerBackend]
@@ -125,7 +125,7 @@ class RayExecutor:
 
 def _check_count(name: str, value: object, least: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise InvalidJob(name, value, f"must be an int >= {least}")
+        raise SettingsError(name, value, f"must be an int >= {least}")
 
 
 class RayBackend(CompilerBackend):

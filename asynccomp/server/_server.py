@@ -33,18 +33,10 @@ import anyio
 import anyio.abc
 
 from .._os import empty_folder
-from .._scheduler.local import (
-    LocalRunner,
-    Scheduler,
-    Tally,
-    default_backends,
-    local_workers,
-    remote_cache,
-    start_local,
-)
+from .._scheduler.local import InProcessRunner, LocalRunner, Scheduler, Tally
 from .._version import __version__
 from ..backends import compiler_versions
-from ..config import EngineConfig
+from ..config import InProcess, OnRay
 from ..errors import ServerError
 from ..toolkit import Toolkit
 from ._forms import toolkit_to
@@ -61,8 +53,10 @@ DEFAULT_IDLE_TIMEOUT = 300.0
 
 
 class Server:
-    """A compile server on ``paths`` (see :mod:`._paths`), compiling with ``config``'s
-    runner settings (workers, cache, executor; job settings are each client's).
+    """A compile server on ``paths`` (see :mod:`._paths`), compiling as ``mode`` says:
+    :class:`~asynccomp.config.InProcess` (its workers, cache, toolkit; the default) or
+    :class:`~asynccomp.config.OnRay` (job settings are each client's; from
+    ``Engine(...)``'s keywords, :func:`~asynccomp.config.server_mode` makes one).
 
     ``warm``: start every NVRTC worker (and compile a small program in each) as soon as
     the server listens. Off by default: workers start as jobs need them, and stay warm
@@ -83,22 +77,21 @@ class Server:
         self,
         paths: ServerPaths,
         *,
-        config: EngineConfig | None = None,
+        mode: InProcess | OnRay | None = None,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         warm: bool = False,
         write_timeout: float = WRITE_TIMEOUT,
     ) -> None:
         self.paths = paths
         self.write_timeout = write_timeout
-        self.config = config or EngineConfig()
-        self.config.check("server")  # the rules every mode refuses settings by
+        # The one scheduler every client's jobs go to: its settings are checked (and a
+        # remote tier made) now, as an engine's are.
+        self._runner = InProcessRunner(mode)
+        self.mode: InProcess | OnRay = self._runner.mode
         self.idle_timeout = idle_timeout
         self.warm = warm
         self.started = time.time()
         self._tally = Tally()
-        self._remote = remote_cache(self.config.remote_cache) if self.config.cache else None
-        self._backend_settings = local_workers(self.config)
-        self._workers = {name: s.workers for name, s in self._backend_settings.items()}
         self._local: LocalRunner | None = None
         self._sessions: set[Session] = set()
         self._idle_since = time.monotonic()
@@ -185,14 +178,9 @@ class Server:
                 anyio.create_task_group() as background,
                 contextlib.AsyncExitStack() as stack,
             ):
-                self._local = await start_local(
-                    self.config,
-                    remote=self._remote,
-                    workers=self._workers,
-                    make_backends=lambda toolkit: default_backends(toolkit, self._backend_settings),
-                    task_group=background,
-                    stack=stack,
-                )
+                stack.push_async_callback(self._runner.aclose)
+                await self._runner.start(background)
+                self._local = self._runner.started
                 async with anyio.create_task_group() as serving:
                     serving.start_soon(listener.serve, self._handle)
                     serving.start_soon(self._watch_idle)
@@ -332,7 +320,7 @@ class Server:
             else cache.remote.auth.key_id,
             "slots": None if local is None else dict(local.scheduler.slots()),
             # Where each backend's compiles run: worker processes, or threads/programs.
-            "modes": {name: s.mode for name, s in self._backend_settings.items()},
+            "modes": {name: b.mode for name, b in self._runner.backend_settings.items()},
             "executor": "ray" if local is not None and local.on_cluster else "local",
             "where": None if local is None else local.scheduler.where,
         }

@@ -41,7 +41,7 @@ import warnings
 from pathlib import Path
 
 from ..cache import REMOTE_CACHE_ENV, remote_cache_from_environment
-from ..config import parse_server
+from ..config import CacheSettings, InProcess, OnServer, WorkerSettings, parse_server
 from ..errors import AsyncCompWarning, EngineClosed, InvalidJob, ServerError
 from ..job import CompileJob
 from ..result import CompileResult
@@ -146,7 +146,8 @@ def _start(server: str | None) -> SyncEngine:
     if server is not None:
         try:
             # A server started for a remote setting it would refuse would not start.
-            started = SyncEngine(server=server, remote_cache=False if unusable else None)
+            on_server = OnServer(server, remote_cache=False if unusable else None)
+            started = SyncEngine(mode=on_server)
             started.start()
             return started
         except (ServerError, InvalidJob) as exc:  # no server, or $ASYNCCOMP_SERVER unusable
@@ -159,7 +160,10 @@ def _start(server: str | None) -> SyncEngine:
             workers: int | None = 1
     else:
         workers = None
-    started = SyncEngine(nvrtc_workers=workers, remote_cache=remote or False)
+    in_process = InProcess(
+        WorkerSettings(nvrtc_workers=workers), CacheSettings(remote_cache=remote or False)
+    )
+    started = SyncEngine(mode=in_process)
     started.start()
     return started
 
