@@ -39,6 +39,7 @@ from .errors import (
     ServerLost,
     SettingsError,
     ToolkitNotFound,
+    UnknownBackend,
     WorkerCrashed,
     WorkerStartFailed,
 )
@@ -76,6 +77,7 @@ __all__ = (
     "SyncEngine",
     "Toolkit",
     "ToolkitNotFound",
+    "UnknownBackend",
     "WorkerCrashed",
     "WorkerStartFailed",
     "find_toolkit",

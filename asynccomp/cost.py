@@ -8,7 +8,8 @@ cheap (it runs on the event loop for every job). It is, in order of preference:
 2. the time of a *similar* source: the same text up to its numbers (autotuning
    candidates that differ only in tile sizes or unroll factors);
 3. a size model: ``base + rate * len(source)``, where ``rate`` is learned from the
-   compiles this model has seen (it starts from a measured default).
+   compiles this model has seen; both start from the backend's
+   :attr:`~asynccomp.backends.CompilerBackend.cost_prior` (measured medians).
 
 Why not just source size: it ranks the 60 TVM kernels of the shared corpus fairly
 (Spearman 0.80 against their NVRTC times, ``benchmarks/compile/time_predictors.py``) but
@@ -32,13 +33,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from .backends import backend_class
+
 __all__ = ("CostModel",)
 
-# Seconds a compile of an empty-ish source costs, and seconds per source byte to start
-# from, per backend: medians over the shared TVM corpus (NVRTC with the preamble fast
-# path; nvcc --fatbin), rounded. Only their ratio across sizes matters for ordering.
-_BASE = {"nvrtc": 0.05, "nvcc": 0.3}
-_RATE = {"nvrtc": 5e-6, "nvcc": 1e-5}
 # Weight of a new observation in the running averages of one source's time, and of the
 # per-byte rate (which pools every source, so it moves more slowly).
 _ALPHA = 0.5
@@ -69,7 +67,9 @@ class CostModel:
     def __init__(self, limit: int = 100_000) -> None:
         self._exact = _Bounded(limit)
         self._similar = _Bounded(limit)
-        self._rate = dict(_RATE)
+        # Seconds per source character, per backend: from its prior (the backend's
+        # ``cost_prior``), then learned.
+        self._rate: dict[str, float] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -90,17 +90,18 @@ class CostModel:
                 seen = self._similar.get(similar)
             if seen is not None:
                 return seen
-            rate = self._rate.get(backend, _RATE["nvcc"])
-        return _BASE.get(backend, _BASE["nvcc"]) + rate * len(source)
+            base, prior = backend_class(backend).cost_prior
+            rate = self._rate.get(backend, prior)
+        return base + rate * len(source)
 
     def observe(self, backend: str, options: Sequence[str], source: str, seconds: float) -> None:
         """Record that this compile took ``seconds``."""
         exact, similar = self._keys(backend, options, source)
-        base = _BASE.get(backend, _BASE["nvcc"])
+        base, prior = backend_class(backend).cost_prior
         with self._lock:
             self._exact.update_average(exact, seconds)
             self._similar.update_average(similar, seconds)
             if source:
                 rate = max(0.0, seconds - base) / len(source)
-                old = self._rate.get(backend, rate)
+                old = self._rate.get(backend, prior)
                 self._rate[backend] = old + _RATE_ALPHA * (rate - old)

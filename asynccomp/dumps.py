@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .backends import PreparedCompile
+from .backends import PreparedCompile, backend_class
 from .backends._base import safe_stem
 from .errors import CompileTimeout, DumpDirError
 from .job import CompileJob
@@ -96,7 +96,7 @@ class DumpRoot:
     def write_inputs(self, folder: Path, prepared: PreparedCompile) -> None:
         """Source and command: written before compiling, so a hang still leaves a repro."""
         (folder / prepared.filename).write_bytes(_bytes(prepared.source))
-        if prepared.backend == "nvcc":
+        if backend_class(prepared.backend).runs_program:
             command = shlex.join(prepared.options) + "\n"
             (folder / "rerun.sh").write_bytes(
                 _bytes(

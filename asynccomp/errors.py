@@ -4,10 +4,11 @@ One tree, so ``except AsyncCompError`` catches everything this library means to 
 
     AsyncCompError
     ├── InvalidJob (also a ValueError)      bad input: a CompileJob field, a job's arch
-    │   └── SettingsError                   a bad setting: of an engine, its mode (in
-    │                                       process, on a server, on Ray), a server, the
-    │                                       cache; or one given to a mode that does not
-    │                                       use it
+    │   ├── SettingsError                   a bad setting: of an engine, its mode (in
+    │   │                                   process, on a server, on Ray), a server, the
+    │   │                                   cache; or one given to a mode that does not
+    │   │                                   use it
+    │   └── UnknownBackend                  a backend name no backend is registered under
     ├── EngineClosed (also a RuntimeError)  the engine is not running (or belongs to the
     │                                       parent of a forked process)
     ├── DumpDirError (also an OSError)      the dump root cannot be created or written
@@ -70,6 +71,7 @@ __all__ = (
     "ServerLost",
     "SettingsError",
     "ToolkitNotFound",
+    "UnknownBackend",
     "WorkerCrashed",
     "WorkerStartFailed",
 )
@@ -113,6 +115,15 @@ class SettingsError(InvalidJob):
     ``ValueError``) around an ``Engine(...)`` keeps working. ``except SettingsError``
     catches the settings alone, never a bad job.
     """
+
+
+class UnknownBackend(InvalidJob):
+    """A backend name that no backend is registered under (:mod:`asynccomp.backends`);
+    ``registered`` holds the names there are."""
+
+    def __init__(self, value: object, registered: tuple[str, ...]) -> None:
+        super().__init__("backend", value, f"expected one of {', '.join(registered)}")
+        self.registered = registered
 
 
 class EngineClosed(AsyncCompError, RuntimeError):

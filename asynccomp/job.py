@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
+from .backends._registry import backend_class
 from .errors import InvalidJob
 
 __all__ = (
     "Backend",
     "CompileJob",
+    "DEFAULT_BACKEND",
     "MAX_SOURCE_CHARS",
     "OutputFormat",
     "nvrtc_arch",
@@ -30,12 +32,14 @@ __all__ = (
 #: door (a compile server's messages are sized from it). No compiler gets far with more.
 MAX_SOURCE_CHARS = 256 * 2**20
 
-Backend = Literal["nvrtc", "nvcc"]
+#: A backend's name: one registered in :mod:`asynccomp.backends` (``"nvrtc"``,
+#: ``"nvcc"``, ``"ptx"``); an unknown one is :class:`~asynccomp.UnknownBackend`.
+Backend = str
 OutputFormat = Literal["cubin", "fatbin", "ptx"]
 
-BACKENDS: tuple[str, ...] = get_args(Backend)
 OUTPUT_FORMATS: tuple[str, ...] = get_args(OutputFormat)
-DEFAULT_OUTPUT: dict[str, OutputFormat] = {"nvrtc": "cubin", "nvcc": "fatbin"}
+#: The backend a job gets when it names none (the user's default, as a facade's).
+DEFAULT_BACKEND: Backend = "nvrtc"
 
 # sm_90, sm_90a, sm_100f, compute_90a: a family prefix, a compute capability of two or
 # three digits, and an optional "a" (architecture-specific) or "f" (family) suffix.
@@ -57,25 +61,6 @@ def _check_encodable(field: str, text: str) -> None:
             "bytes stand for (decode files with errors='surrogateescape' to keep bytes "
             "that are not UTF-8)",
         ) from None
-
-
-# nvcc runs its tools through sh, with each option inside double quotes: there "$" and
-# "`" expand (-DY=$(cmd) runs cmd: tested), a backslash escapes, and a line break
-# starts a new line of the script. Everything else (; | & < > ' " spaces) reaches the
-# tools as it was given (tested).
-_SHELL_SPECIAL = {
-    "$": "'$' expands in the shell nvcc runs its tools through ($(...) would run a command)",
-    "`": "'`' runs a command in the shell nvcc runs its tools through",
-    "\\": "nvcc's shell would read the backslash as an escape and drop it",
-    "\n": "a line break ends the command in the shell nvcc runs its tools through",
-    "\r": "a carriage return reaches nvcc's shell as part of a command line",
-}
-
-
-def _check_for_shell(option: str) -> None:
-    for char, why in _SHELL_SPECIAL.items():
-        if char in option:
-            raise InvalidJob("options", option, f"refused for nvcc: {why}")
 
 
 def parse_arch(arch: str) -> tuple[str, int, str]:
@@ -105,11 +90,14 @@ class CompileJob:
     """One CUDA source to compile.
 
     Args:
-        source: the CUDA C++ source text.
+        source: the CUDA C++ source text (PTX for ``backend="ptx"``).
         name: a label for logs, dumps and results; need not be unique.
-        backend: ``"nvrtc"`` (in-process, fast) or ``"nvcc"`` (a subprocess per job).
-        output: ``"cubin"``, ``"fatbin"`` (nvcc only) or ``"ptx"``; ``None`` picks cubin
-            for NVRTC and fatbin for nvcc.
+        backend: ``"nvrtc"`` (in-process, fast), ``"nvcc"`` (a subprocess per job) or
+            ``"ptx"`` (PTX -> cubin with ptxas, a subprocess per job): a name registered
+            in :mod:`asynccomp.backends`.
+        output: ``"cubin"``, ``"fatbin"`` (nvcc only) or ``"ptx"`` (not for ``"ptx"``);
+            ``None`` picks the backend's default: cubin for NVRTC and ptxas, fatbin for
+            nvcc.
         arch: e.g. ``"sm_90a"``, ``"sm_80"``, ``"compute_90"``; ``None`` uses the engine's
             architecture, then the local GPU's.
         options: extra compiler flags, appended after the ones asynccomp adds.
@@ -138,7 +126,7 @@ class CompileJob:
 
     source: str
     name: str = "kernel"
-    backend: Backend = "nvrtc"
+    backend: Backend = DEFAULT_BACKEND
     output: OutputFormat | None = None
     arch: str | None = None
     options: Sequence[str] = ()
@@ -168,17 +156,11 @@ class CompileJob:
         if not isinstance(self.name, str) or not self.name:
             raise InvalidJob("name", self.name, "must be a non-empty str")
         _check_encodable("name", self.name)
-        if self.backend not in BACKENDS:
-            raise InvalidJob("backend", self.backend, f"expected one of {', '.join(BACKENDS)}")
-        if self.output is not None:
-            if self.output not in OUTPUT_FORMATS:
-                raise InvalidJob(
-                    "output", self.output, f"expected one of {', '.join(OUTPUT_FORMATS)} or None"
-                )
-            if self.backend == "nvrtc" and self.output == "fatbin":
-                raise InvalidJob(
-                    "output", self.output, 'NVRTC makes cubin or ptx; use backend="nvcc" for fatbin'
-                )
+        backend = backend_class(self.backend)  # UnknownBackend, listing the known ones
+        if self.output is not None and self.output not in OUTPUT_FORMATS:
+            raise InvalidJob(
+                "output", self.output, f"expected one of {', '.join(OUTPUT_FORMATS)} or None"
+            )
         if self.arch is not None:
             parse_arch(self.arch)
         if isinstance(self.options, str):
@@ -201,8 +183,6 @@ class CompileJob:
                     "relative paths would mean the compiler's folder: put its options in "
                     "CompileJob.options",
                 )
-            if self.backend == "nvcc":
-                _check_for_shell(option)
         object.__setattr__(self, "options", options)
         if self.timeout is not None:
             if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)):
@@ -221,8 +201,7 @@ class CompileJob:
             raise InvalidJob("tvm_fast_path", self.tvm_fast_path, "must be True, False or None")
         if not isinstance(self.pch, bool):
             raise InvalidJob("pch", self.pch, "must be True or False")
-        if self.pch and self.backend != "nvrtc":
-            raise InvalidJob("pch", self.pch, "precompiled headers are NVRTC's; nvcc has none")
+        backend.check_job(self)  # what this backend refuses (outputs, options, pch)
 
     @property
     def dump_root(self) -> Path | None:
@@ -232,4 +211,4 @@ class CompileJob:
     @property
     def output_format(self) -> OutputFormat:
         """The output this job makes, with the backend's default filled in."""
-        return self.output if self.output is not None else DEFAULT_OUTPUT[self.backend]
+        return self.output if self.output is not None else backend_class(self.backend).outputs[0]

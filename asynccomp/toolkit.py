@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._include_identity import include_identity
+
 __all__ = (
     "Toolkit",
     "ToolkitLocation",
@@ -67,30 +69,6 @@ class Toolkit:
     nvrtc_archs: tuple[int, ...] = ()
     nvcc_archs: tuple[int, ...] = ()
 
-    def supports(self, backend: str, arch: str) -> bool:
-        """Whether ``backend``'s compiler takes ``arch`` (``sm_90a``, ``compute_100f``):
-        its number is among the compiler's, an ``a`` suffix needs 90 or more, an ``f``
-        suffix 100 or more. ``True`` when the compiler's list is not known."""
-        known = self.nvrtc_archs if backend == "nvrtc" else self.nvcc_archs
-        match = re.fullmatch(r"(?:sm|compute)_(\d+)([af]?)", arch)
-        if not known or match is None:
-            return True
-        number, suffix = int(match.group(1)), match.group(2)
-        if number not in known:
-            return False
-        return not ((suffix == "a" and number < 90) or (suffix == "f" and number < 100))
-
-    def supported_archs(self, backend: str) -> str:
-        """``sm_75, sm_80, ...`` for messages."""
-        known = self.nvrtc_archs if backend == "nvrtc" else self.nvcc_archs
-        return ", ".join(f"sm_{n}" for n in sorted(known)) or "(unknown)"
-
-    @property
-    def compiler_versions(self) -> dict[str, str | None]:
-        """Version strings for reports and cache keys."""
-        nvrtc = None if self.nvrtc_version is None else "{}.{}".format(*self.nvrtc_version)
-        return {"nvrtc": nvrtc, "nvcc": self.nvcc_version}
-
     def describe(self) -> str:
         """A human-readable report (``asynccomp doctor`` prints it)."""
         lines = [
@@ -98,7 +76,7 @@ class Toolkit:
             f"nvcc version:  {self.nvcc_version or '-'}",
             f"CUDA root:     {self.cuda_root or '-'}",
             f"NVRTC:         {self.nvrtc_library or 'NOT FOUND'}",
-            f"NVRTC version: {self.compiler_versions['nvrtc'] or '-'}",
+            f"NVRTC version: {'.'.join(map(str, self.nvrtc_version or ())) or '-'}",
         ]
         if self.nvrtc_error:
             lines.append(f"NVRTC error:   {self.nvrtc_error}")
@@ -343,8 +321,6 @@ def toolkit_fingerprint() -> str:
     :func:`find_toolkit`, which runs ``nvcc --version`` and loads NVRTC), so a process
     can find the compile server of its toolkit in a few milliseconds; an upgraded
     toolkit or wheel changes it."""
-    from .cache import include_identity
-
     found = locate_toolkit()
     parts = [
         _stat_of(found.nvcc),

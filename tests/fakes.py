@@ -9,13 +9,22 @@ real NVRTC and nvcc elsewhere.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
+import anyio.lowlevel
 
 from asynccomp import CompileJob, Engine
-from asynccomp.backends import BackendOptions, BackendOutput, CompilerBackend, PreparedCompile
+from asynccomp.backends import (
+    BackendOptions,
+    BackendOutput,
+    BackendSettings,
+    CompilerBackend,
+    PreparedCompile,
+)
 from asynccomp.toolkit import Toolkit
 
-__all__ = ("FakeBackend", "FakeEngine", "fake_job")
+__all__ = ("EchoBackend", "FakeBackend", "FakeEngine", "fake_job")
 
 
 def fake_job(action: str, name: str = "fake", **kwargs: object) -> CompileJob:
@@ -92,3 +101,40 @@ class FakeEngine(Engine):
     def _make_backends(self, toolkit: Toolkit) -> dict[str, CompilerBackend]:
         self.fake = FakeBackend(toolkit)
         return {"nvrtc": self.fake, "nvcc": self.fake}
+
+
+class EchoBackend(CompilerBackend):
+    """A registered backend of the tests' own: its binary is its source. A backend's
+    whole description, as a module of asynccomp.backends would give it."""
+
+    name = "echo"
+
+    @classmethod
+    def create(cls, toolkit: Toolkit, settings: BackendSettings) -> CompilerBackend:
+        return cls(toolkit)
+
+    @classmethod
+    def version(cls, toolkit: Toolkit) -> str | None:
+        return "1.0"
+
+    @classmethod
+    def archs(cls, toolkit: Toolkit) -> tuple[int, ...]:
+        return ()
+
+    @classmethod
+    def identity(cls, toolkit: Toolkit) -> tuple[str, tuple[Path, ...]]:
+        return "echo 1.0", ()
+
+    def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
+        return PreparedCompile(
+            backend=self.name,
+            output=job.output_format,
+            arch=options.arch,
+            source=job.source,
+            filename=f"{job.name}.echo",
+            options=tuple(job.options),
+        )
+
+    async def run(self, prepared: PreparedCompile) -> BackendOutput:
+        await anyio.lowlevel.checkpoint()
+        return BackendOutput("ok", prepared.source.encode(), "echo log")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 ARCH = "sm_90a"
@@ -45,3 +47,33 @@ def _nvcc_missing() -> bool:
 
 
 needs_nvcc = pytest.mark.skipif(_nvcc_missing(), reason="nvcc not found (CUDA toolkit)")
+
+
+def ptx_kernel(factor: float = 2.0, name: str = "scale", target: str = "sm_80") -> str:
+    """The PTX of :func:`scale_kernel` for one thread, written by hand (``x[0] *=
+    factor``): PTX ISA 8.0, which every ptxas of CUDA 12.x and 13.x takes."""
+    bits = struct.unpack(">I", struct.pack(">f", factor))[0]
+    return (
+        "//\n// hand-written\n//\n"
+        ".version 8.0\n"
+        f".target {target}\n"
+        ".address_size 64\n\n"
+        f".visible .entry {name}(\n\t.param .u64 {name}_param_0\n)\n{{\n"
+        "\t.reg .b64 %rd<3>;\n\t.reg .f32 %f<3>;\n"
+        f"\tld.param.u64 %rd1, [{name}_param_0];\n"
+        "\tcvta.to.global.u64 %rd2, %rd1;\n"
+        "\tld.global.f32 %f1, [%rd2];\n"
+        f"\tmul.f32 %f2, %f1, 0f{bits:08X};\n"
+        "\tst.global.f32 [%rd2], %f2;\n"
+        "\tret;\n}\n"
+    )
+
+
+def _ptxas_missing() -> bool:
+    from asynccomp.backends import PtxBackend
+    from asynccomp.toolkit import find_toolkit
+
+    return PtxBackend.version(find_toolkit()) is None
+
+
+needs_ptxas = pytest.mark.skipif(_ptxas_missing(), reason="ptxas not found (CUDA toolkit)")

@@ -57,7 +57,7 @@ async def _compile_in(
     folder joins the include chain), on an engine of its own sharing the cache."""
     monkeypatch.chdir(folder)
     async with Engine(arch=ARCH, **engine) as e:
-        job = CompileJob(SOURCE, name="k", options=["-Iinc"], backend=backend)  # type: ignore[arg-type]
+        job = CompileJob(SOURCE, name="k", options=["-Iinc"], backend=backend)
         result = await e.compile(job)
     assert result.ok, result.log
     return result

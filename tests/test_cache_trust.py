@@ -31,7 +31,7 @@ extern "C" __global__ void scaled(float* x) { x[threadIdx.x] *= FACTOR; }
 
 
 def _job(include: Path, backend: str, name: str = "scaled") -> CompileJob:
-    return CompileJob(USES_HEADER, name=name, backend=backend, options=[f"-I{include}"])  # type: ignore[arg-type]
+    return CompileJob(USES_HEADER, name=name, backend=backend, options=[f"-I{include}"])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -135,7 +135,7 @@ async def test_toolkit_headers_are_no_dependencies(tmp_path: Path) -> None:
 async def test_identical_sources_under_different_names_compile_once(
     tmp_path: Path, backend: str
 ) -> None:
-    jobs = [CompileJob(scale_kernel(), name=f"d{i}", backend=backend) for i in range(8)]  # type: ignore[arg-type]
+    jobs = [CompileJob(scale_kernel(), name=f"d{i}", backend=backend) for i in range(8)]
     async with Engine(arch=ARCH, cache_dir=False) as engine:
         results = await engine.compile_many(jobs)
         assert engine.statistics().compiled == 1

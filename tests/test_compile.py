@@ -26,10 +26,7 @@ FATBIN_MAGIC = bytes.fromhex("50ed55ba")  # the fatbin container's little-endian
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_batch_larger_than_workers(backend: str) -> None:
-    jobs = [
-        CompileJob(scale_kernel(1.0 + i), name=f"scale{i}", backend=backend)  # type: ignore[arg-type]
-        for i in range(7)
-    ]
+    jobs = [CompileJob(scale_kernel(1.0 + i), name=f"scale{i}", backend=backend) for i in range(7)]
     async with Engine(arch=ARCH, nvrtc_workers=2, nvcc_workers=2) as engine:
         results = await engine.compile_many(jobs)
         stats = engine.statistics()
@@ -51,7 +48,7 @@ async def test_batch_larger_than_workers(backend: str) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_one_broken_kernel_among_good_ones(backend: str) -> None:
     sources = [scale_kernel(2.0), broken_kernel(), scale_kernel(3.0)]
-    jobs = [CompileJob(s, name=f"k{i}", backend=backend) for i, s in enumerate(sources)]  # type: ignore[arg-type]
+    jobs = [CompileJob(s, name=f"k{i}", backend=backend) for i, s in enumerate(sources)]
     async with Engine(arch=ARCH) as engine:
         good0, bad, good2 = await engine.compile_many(jobs)
         assert engine.statistics().failed == 1
@@ -69,8 +66,8 @@ async def test_one_broken_kernel_among_good_ones(backend: str) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_ptx_and_cubin_outputs(backend: str) -> None:
     async with Engine(arch=ARCH) as engine:
-        ptx = await engine.compile(CompileJob(scale_kernel(), backend=backend, output="ptx"))  # type: ignore[arg-type]
-        cubin = await engine.compile(CompileJob(scale_kernel(), backend=backend, output="cubin"))  # type: ignore[arg-type]
+        ptx = await engine.compile(CompileJob(scale_kernel(), backend=backend, output="ptx"))
+        cubin = await engine.compile(CompileJob(scale_kernel(), backend=backend, output="cubin"))
     assert ptx.ok and ptx.binary is not None
     text = ptx.binary.decode()
     assert ".entry scale" in text and ".target sm_90a" in text

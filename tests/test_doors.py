@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import re
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import astuple, dataclass
 from pathlib import Path
@@ -32,9 +33,11 @@ from asynccomp import (
     SettingsError,
 )
 from asynccomp import server as server_api
+from asynccomp.backends import PtxBackend
+from asynccomp.toolkit import find_toolkit
 
 from .doors import Door, DoorEngine, open_door
-from .kernels import ARCH, broken_kernel, scale_kernel, slow_kernel
+from .kernels import ARCH, broken_kernel, ptx_kernel, scale_kernel, slow_kernel
 from .ray_cluster import RayCluster, compiling_actors
 from .servers import running_server, server_folder
 
@@ -250,7 +253,41 @@ async def nothing_runs_behind(door: Door) -> None:
                 await anyio.sleep(0.05)
 
 
+def ptx_readable(ptx: str) -> str:
+    """NVRTC's PTX with its ``.version`` set to 8.0: NVRTC may be newer than the
+    toolkit's ptxas (here NVRTC 13.5 writes PTX 9.5, ptxas 13.0 reads up to 9.0, and
+    says so itself), and this kernel uses nothing newer than 8.0."""
+    return re.sub(r"^\.version \S+", ".version 8.0", ptx, count=1, flags=re.M)
+
+
+async def ptx_backend(door: Door) -> Seen:
+    """The third backend through every door: hand-written PTX in bulk, PTX that the
+    door's own NVRTC wrote (``output="ptx"``), and a ``.target`` the engine's arch
+    cannot take (the job's CompileError, before ptxas runs); resources from ptxas -v."""
+    if PtxBackend.version(find_toolkit()) is None:
+        pytest.skip("ptxas not found (CUDA toolkit)")
+    hand = [
+        CompileJob(tagged(ptx_kernel(float(i))), name=f"hand{i}", backend="ptx") for i in range(4)
+    ]
+    async with open_door(door, arch=ARCH) as engine:
+        made = await engine.compile(CompileJob(tagged(scale_kernel(7.0)), output="ptx"))
+        ptx = made.unwrap().decode()
+        from_nvrtc = CompileJob(tagged(ptx_readable(ptx)), name="nvrtc_ptx", backend="ptx")
+        mismatch = CompileJob(tagged(ptx_kernel(target="sm_100a")), name="b", backend="ptx")
+        results = await engine.compile_many([*hand, from_nvrtc, mismatch])
+        stats = await engine.statistics()
+    for result in results[:-1]:
+        assert result.ok, result.error
+        assert result.unwrap().startswith(b"\x7fELF") and result.output == "cubin"
+        assert result.resources["scale"].arch == ARCH  # ptxas -v, parsed
+        assert result.resources["scale"].registers > 0
+    error = results[-1].error
+    assert isinstance(error, CompileError) and ".target sm_100a" in str(error)
+    return seen([made, *results], stats)
+
+
 CASES: dict[str, Case] = {
+    "ptx_backend": ptx_backend,
     "unsupported_arch": unsupported_arch,
     "refused_batch": refused_batch,
     "compile_error": compile_error,

@@ -26,7 +26,7 @@ extern "C" __global__ void smem(float* x) {
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_same_name_jobs_get_distinct_complete_folders(tmp_path: Path, backend: str) -> None:
-    jobs = [CompileJob(scale_kernel(), name="same/name x", backend=backend) for _ in range(4)]  # type: ignore[arg-type]
+    jobs = [CompileJob(scale_kernel(), name="same/name x", backend=backend) for _ in range(4)]
     async with Engine(arch=ARCH, dump_dir=tmp_path, cache=False) as engine:
         results = await engine.compile_many(jobs)
     folders = [r.dump_dir for r in results]
@@ -56,7 +56,7 @@ async def test_same_name_jobs_get_distinct_complete_folders(tmp_path: Path, back
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_failed_job_folder_is_a_reproduction(tmp_path: Path, backend: str) -> None:
     async with Engine(arch=ARCH, dump_dir=tmp_path) as engine:
-        result = await engine.compile(CompileJob(broken_kernel(), name="broken", backend=backend))  # type: ignore[arg-type]
+        result = await engine.compile(CompileJob(broken_kernel(), name="broken", backend=backend))
     assert not result.ok and result.dump_dir is not None
     assert (result.dump_dir / "broken.cu").read_text() == broken_kernel()
     assert "undefined_identifier_42" in (result.dump_dir / "compile.log").read_text()
@@ -127,7 +127,7 @@ async def test_dump_write_failure_keeps_the_result(
 async def test_resources_from_real_ptxas(backend: str) -> None:
     async with Engine(arch=ARCH) as engine:
         result = await engine.compile(
-            CompileJob(SMEM_KERNEL, backend=backend, options=["--maxrregcount=32"])  # type: ignore[arg-type]
+            CompileJob(SMEM_KERNEL, backend=backend, options=["--maxrregcount=32"])
         )
     assert result.ok, result.error
     smem = result.resources["smem"]

@@ -97,13 +97,13 @@ def test_malformed_architectures_are_refused_when_the_job_is_made() -> None:
 async def test_architectures_no_compiler_here_takes_are_refused_before_anything_runs(
     backend: str,
 ) -> None:
-    good = CompileJob(scale_kernel(1.0), backend=backend)  # type: ignore[arg-type]
-    bad = CompileJob(scale_kernel(2.0), arch="sm_999", backend=backend)  # type: ignore[arg-type]
+    good = CompileJob(scale_kernel(1.0), backend=backend)
+    bad = CompileJob(scale_kernel(2.0), arch="sm_999", backend=backend)
     async with Engine(arch=ARCH) as engine:
         with pytest.raises(InvalidJob, match=r"invalid arch 'sm_999': .* supports sm_75, sm_80"):
             await engine.compile_many([good, bad])
         with pytest.raises(InvalidJob, match="sm_80a"):
-            await engine.compile(CompileJob(scale_kernel(), arch="sm_80a", backend=backend))  # type: ignore[arg-type]
+            await engine.compile(CompileJob(scale_kernel(), arch="sm_80a", backend=backend))
         assert engine.statistics().submitted == 0  # nothing ran
         assert (await engine.compile(good)).ok
     with pytest.raises(InvalidJob, match="sm_999"):

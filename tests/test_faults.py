@@ -83,7 +83,7 @@ async def test_bytes_that_are_not_utf8_are_compiled_as_they_are(
     # A .cu file read with errors="surrogateescape" keeps its bytes; every backend, the
     # cache and the dump give the compiler (and the user) exactly those bytes.
     source = LATIN1.decode("utf-8", "surrogateescape")
-    job = CompileJob(source, name="latin1", backend=backend, dump=tmp_path)  # type: ignore[arg-type]
+    job = CompileJob(source, name="latin1", backend=backend, dump=tmp_path)
     async with Engine(arch=ARCH, nvrtc_workers=2, nvrtc_mode=mode) as engine:
         result, again = await engine.compile_many([job, job])
         hit = await engine.compile(job)

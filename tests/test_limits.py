@@ -11,6 +11,7 @@ import pytest
 
 from asynccomp import Engine, InvalidJob, ResourceLimitWarning
 from asynccomp._scheduler import _limits
+from asynccomp.backends import NvccBackend, NvrtcBackend, PtxBackend
 
 from .kernels import ARCH, scale_kernel
 
@@ -18,13 +19,13 @@ from .kernels import ARCH, scale_kernel
 def test_explicit_counts_are_capped_by_memory_with_a_warning() -> None:
     available = _limits.available_memory()
     assert available is not None  # Linux
-    cap = available // _limits.NVRTC_WORKER_MEMORY
+    cap = available // NvrtcBackend.worker_memory
     with pytest.warns(ResourceLimitWarning, match=r"nvrtc_workers=100000 lowered to \d+"):
         engine = Engine(arch=ARCH, nvrtc_workers=100_000)
     assert 1 <= engine.nvrtc_workers <= cap
     with pytest.warns(ResourceLimitWarning, match=r"nvcc_workers=100000 lowered"):
         engine = Engine(arch=ARCH, nvcc_workers=100_000)
-    assert engine.nvcc_workers <= available // _limits.NVCC_JOB_MEMORY
+    assert engine.nvcc_workers <= available // NvccBackend.worker_memory
 
 
 def test_counts_that_fit_are_kept_and_the_default_is_one_per_cpu() -> None:
@@ -33,6 +34,13 @@ def test_counts_that_fit_are_kept_and_the_default_is_one_per_cpu() -> None:
     default = Engine(arch=ARCH)
     assert default.nvrtc_workers <= _limits.default_workers()
     assert default.nvcc_workers <= _limits.default_workers()
+
+
+def test_a_backend_without_a_setting_gets_the_default_count_capped_by_memory() -> None:
+    available = _limits.available_memory()
+    assert available is not None  # Linux
+    ptx = Engine(arch=ARCH).slots["ptx"]  # the registry's entry: no setting of its own
+    assert 1 <= ptx <= min(_limits.default_workers(), available // PtxBackend.worker_memory)
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "4"])

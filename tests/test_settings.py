@@ -180,7 +180,7 @@ async def test_a_runner_of_ones_own_runs_every_call(tmp_path: Path) -> None:
     broken = CompileJob(broken_kernel(), name="broken")
     async with Engine(arch=ARCH, runner=runner, dump_dir=tmp_path / "dumps") as engine:
         assert runner.started and engine.where == "recorded, in process"
-        assert engine.cache is None and engine.slots == {"nvrtc": 1, "nvcc": 1}
+        assert engine.cache is None and (engine.nvrtc_workers, engine.nvcc_workers) == (1, 1)
         one = await engine.compile(jobs[0])
         many = await engine.compile_many([*jobs[1:], broken])
         async with engine.as_completed(jobs) as results:

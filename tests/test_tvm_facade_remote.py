@@ -18,6 +18,7 @@ import pytest
 import asynccomp.tvm
 from asynccomp import AsyncCompWarning
 from asynccomp._scheduler import _limits
+from asynccomp.backends import NvrtcBackend
 from asynccomp.cache import (
     REMOTE_CACHE_ENV,
     REMOTE_CACHE_KEY_ENV,
@@ -114,7 +115,9 @@ def test_a_remote_setting_the_facade_cannot_use_is_one_warning_and_no_remote_tie
     if mode == "off":
         # A full engine of this process's (not the one worker of a fallback), no remote.
         assert engine.where == "in process"
-        assert engine.engine.nvrtc_workers == _limits.nvrtc_workers(None)
+        assert engine.engine.nvrtc_workers == _limits.worker_count(
+            "nvrtc_workers", None, NvrtcBackend.worker_memory, "NVRTC worker"
+        )
         assert engine.cache is not None and engine.cache.remote is None
         return
     # On the compile server the facade started, which has no remote tier and was not

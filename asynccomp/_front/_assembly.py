@@ -29,12 +29,13 @@ import anyio.abc
 import anyio.to_thread
 
 from .._scheduler.local import InProcessRunner, MakeBackends, check_arch
-from ..backends import CompilerBackend
+from ..backends import CompilerBackend, compiler_versions
 from ..cache import TieredCache
 from ..config import EngineConfig, OnServer
 from ..cost import CostModel
 from ..errors import AsyncCompWarning, ServerError
 from ..gpu import local_gpu_arch
+from ..job import DEFAULT_BACKEND
 from ..runner import Runner
 from ..toolkit import Toolkit, find_toolkit
 from ._dumps import DumpRegistry
@@ -117,7 +118,7 @@ def _front(
         planner=planner,
         runner=runner,
         cost_model=cost_model,
-        versions=lambda: toolkit.compiler_versions,
+        versions=lambda: compiler_versions(toolkit),
     )
 
 
@@ -145,7 +146,7 @@ async def _on_server(
     if config.job.arch is not None:
         check_arch(
             toolkit,
-            "nvrtc",
+            DEFAULT_BACKEND,
             config.job.arch,
             "Engine(arch=...), on the compile server",
             setting=True,

@@ -19,6 +19,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from .._scheduler.local import InProcessRunner, check_arch, default_backends
+from ..backends import BackendSettings
 from ..config import (
     KEYWORDS,
     CacheSettings,
@@ -41,7 +42,7 @@ from ._assembly import assemble
 from ._batch import Batch
 from ._completed import CompletedResults
 from ._lifecycle import EngineState, Lifecycle
-from ._view import EngineView, NvrtcMode
+from ._view import EngineView
 
 if TYPE_CHECKING:
     from ..backends import CompilerBackend
@@ -189,14 +190,13 @@ class Engine(EngineView):
 
     def _setup(self, config: EngineConfig, runner: Runner | None) -> None:
         self.config = config
-        self._nvrtc_mode: NvrtcMode = "threads"
-        self._local_workers: dict[str, int] = {}
+        self._backend_settings: dict[str, BackendSettings] = {}  # in process: each backend's
         self._runner: Runner | None = runner
         if runner is None and not isinstance(config.mode, OnServer):
             local = InProcessRunner(
                 config.mode, arch=config.job.arch, make_backends=self._make_backends
             )
-            self._nvrtc_mode, self._local_workers = local.nvrtc_mode, local.worker_counts
+            self._backend_settings = local.backend_settings
             self._runner = local
         elif runner is not None and not isinstance(runner, Runner):
             raise SettingsError("runner", runner, "must be an asynccomp.runner.Runner")
@@ -235,7 +235,7 @@ class Engine(EngineView):
     def _make_backends(self, toolkit: Toolkit) -> dict[str, CompilerBackend]:
         """The backends by name, made as the engine starts (a subclass may return its
         own: the scheduler's lifecycle tests use a backend that compiles nothing)."""
-        return default_backends(toolkit, self._nvrtc_mode, self._local_workers, self.arch)
+        return default_backends(toolkit, self._backend_settings)
 
     def statistics(self) -> EngineStatistics:
         """An immutable snapshot of the counters (and of what is queued and running

@@ -31,6 +31,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from .._scheduler.local import Tally
+from ..backends import backend_class
 from ..cache._relocate import base_dir_from_environment
 from ..cost import CostModel
 from ..errors import CompileTimeout
@@ -176,7 +177,7 @@ class _Call:
                 continue
             self.folders[plan.index] = folder
             self.dumped[plan.index] = plan
-            if plan.prepared.backend == "nvcc":
+            if backend_class(plan.prepared.backend).keeps_intermediates:
                 plan = replace(plan, prepared=replace(plan.prepared, keep_dir=str(folder)))
             out[plan.index] = plan
         return out

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..backends import BackendOptions, CompilerBackend, PreparedCompile
+from ..backends import BackendOptions, CompilerBackend, PreparedCompile, backend_class
 from ..cost import CostModel
-from ..errors import ArchitectureNotFound, ToolkitNotFound
+from ..errors import ArchitectureNotFound, CompileError
 from ..gpu import local_gpu_arch
 from ..job import CompileJob
 from ..result import CompileResult
@@ -126,13 +126,13 @@ class Planner:
         options = BackendOptions(
             arch=outline.arch,
             line_info=dumps,
-            keep_intermediates=dumps and job.backend == "nvcc",
+            keep_intermediates=dumps and backend_class(job.backend).keeps_intermediates,
             split_compile=self.split_compile if outline.split else 0,
             tvm_fast_path=self.tvm_fast_path if job.tvm_fast_path is None else job.tvm_fast_path,
             cwd=cwd,
         )
         try:
             prepared = self.renderers[job.backend].prepare(job, options)
-        except ToolkitNotFound as exc:
+        except CompileError as exc:  # no compiler, or a source it cannot take (ptx's target)
             return failure(job, outline.arch, exc)
         return PlannedJob(outline.index, job, prepared, outline.estimate, dumps)

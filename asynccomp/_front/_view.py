@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._scheduler.local import NvrtcMode
+from ..backends import BackendSettings, compiler_versions
 from ..config import EngineConfig, OnRay, OnServer, RunMode
 from ..errors import EngineClosed
 from ..runner import Runner
@@ -30,8 +31,8 @@ class EngineView:
     """An engine's settings and whereabouts (a base of :class:`~asynccomp.Engine`)."""
 
     config: EngineConfig
+    _backend_settings: dict[str, BackendSettings]  # each backend's, in process
     _runner: Runner | None  # what runs the compiles (None: a compile server's client)
-    _nvrtc_mode: NvrtcMode
     _life: Lifecycle
 
     @property
@@ -72,7 +73,8 @@ class EngineView:
     @property
     def nvrtc_mode(self) -> NvrtcMode:
         """How local NVRTC compiles run (on a compile server: the server's business)."""
-        return self._nvrtc_mode
+        settings = self._backend_settings.get("nvrtc")
+        return "threads" if settings is None else settings.mode
 
     @property
     def slots(self) -> Mapping[str, int]:
@@ -123,5 +125,6 @@ class EngineView:
 
     @property
     def compiler_versions(self) -> dict[str, str | None]:
-        """The versions of the compilers this engine uses (NVRTC, nvcc), for reports."""
-        return self.toolkit.compiler_versions
+        """The versions of the compilers of every backend (NVRTC, nvcc, ptxas), for
+        reports."""
+        return compiler_versions(self.toolkit)

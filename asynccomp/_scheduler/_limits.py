@@ -4,7 +4,8 @@ A worker count is a number of processes (NVRTC workers, nvcc runs with their cic
 ptxas children), each needing memory of its own; a count that memory cannot hold ends
 in the out-of-memory killer taking the machine down (``-j 100000`` once started ~1,750
 NVRTC workers). So every count, given or default, is capped by the memory available when
-the engine is made, and a count that was given and lowered says so with a
+the engine is made (at one per the backend's ``worker_memory``: 1 GiB per NVRTC worker,
+512 MiB per nvcc or ptxas run), and a count that was given and lowered says so with a
 :class:`~asynccomp.errors.ResourceLimitWarning`.
 """
 
@@ -15,22 +16,7 @@ import warnings
 
 from ..errors import InvalidJob, ResourceLimitWarning
 
-__all__ = (
-    "NVCC_JOB_MEMORY",
-    "NVRTC_WORKER_MEMORY",
-    "available_memory",
-    "default_workers",
-    "nvcc_workers",
-    "nvrtc_workers",
-)
-
-#: Memory set aside per NVRTC worker process: generous on purpose (on the H200 run in
-#: benchmarks/RESULTS.md, 16 workers and the benchmark process peaked at 3.4 GiB over the
-#: TVM corpus, whose largest kernel is 750 KB of source).
-NVRTC_WORKER_MEMORY = 2**30
-#: Memory set aside per nvcc run (nvcc, cicc and ptxas at once on a TVM kernel: a few
-#: hundred MiB).
-NVCC_JOB_MEMORY = 2**29
+__all__ = ("available_memory", "default_workers", "worker_count")
 
 
 def default_workers() -> int:
@@ -76,18 +62,8 @@ def _capped(name: str, requested: int | None, per_worker: int, what: str) -> int
     return requested
 
 
-def nvrtc_workers(requested: object = None) -> int:
-    """The NVRTC worker count: ``requested`` (a positive int) or one per CPU, capped at
-    one per :data:`NVRTC_WORKER_MEMORY` of available memory."""
-    return _capped(
-        "nvrtc_workers",
-        _checked("nvrtc_workers", requested),
-        NVRTC_WORKER_MEMORY,
-        "NVRTC worker",
-    )
-
-
-def nvcc_workers(requested: object = None) -> int:
-    """The nvcc concurrency: ``requested`` or one per CPU, capped at one per
-    :data:`NVCC_JOB_MEMORY` of available memory."""
-    return _capped("nvcc_workers", _checked("nvcc_workers", requested), NVCC_JOB_MEMORY, "nvcc run")
+def worker_count(setting: str, requested: object, per_worker: int, what: str) -> int:
+    """A backend's worker count: ``requested`` (a positive int, the engine setting
+    named ``setting``) or one per CPU, capped at one per ``per_worker`` bytes of
+    available memory (the backend's ``worker_memory``; ``what`` names one worker)."""
+    return _capped(setting, _checked(setting, requested), per_worker, what)

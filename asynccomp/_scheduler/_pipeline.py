@@ -37,7 +37,7 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
-from ..backends import BackendOutput, CompilerBackend, PreparedCompile
+from ..backends import BackendOutput, CompilerBackend, PreparedCompile, backend_class
 from ..cache._compile_key import CacheKey
 from ..cache._tiered import Cache, NoCache
 from ..runner import Answer, CompileRequest, Outcome, RunEvents, Runner
@@ -158,14 +158,19 @@ class Scheduler(Runner):
         await self.cache.start(task_group)
 
     async def warm_up(self) -> None:
-        """Warm the NVRTC backend; calls made while a warm-up runs wait for that one."""
+        """Warm the backends that warm up (NVRTC); calls made while a warm-up runs wait
+        for that one."""
         warming = self._warming
         if warming is not None:
             await warming.wait()
             return
         self._warming = warming = anyio.Event()
         try:
-            await self.backends["nvrtc"].warm_up()
+            # The backends that warm up (NVRTC's workers); one object serving several
+            # names (a fake's, a cluster's) is warmed once.
+            for backend in {id(b): b for b in self.backends.values()}.values():
+                if backend_class(backend.name).warms_up:
+                    await backend.warm_up()
         finally:
             self._warming = None
             warming.set()

@@ -18,7 +18,13 @@ from typing import Literal
 import anyio.abc
 import anyio.to_thread
 
-from ..backends import CompilerBackend
+from ..backends import (
+    BackendSettings,
+    CompilerBackend,
+    arch_supported,
+    backend_class,
+    backend_names,
+)
 from ..cache import (
     RemoteCache,
     TieredCache,
@@ -30,6 +36,7 @@ from ..cache import (
 from ..config import CacheSettings, InProcess, OnRay, WorkerSettings
 from ..errors import EngineClosed, InvalidJob, SettingsError
 from ..gpu import local_gpu_arch
+from ..job import DEFAULT_BACKEND
 from ..runner import CompileRequest, RunEvents, Runner
 from ..toolkit import Toolkit, find_toolkit
 from . import _limits
@@ -61,12 +68,15 @@ def check_arch(
     """Raise :class:`~asynccomp.InvalidJob` if ``backend``'s compiler in ``toolkit``
     does not take ``arch``; ``what`` says whose architecture it is (``setting``: the
     engine's, a :class:`~asynccomp.SettingsError`)."""
-    if not toolkit.supports(backend, arch):
+    cls = backend_class(backend)
+    known = cls.archs(toolkit)
+    if not arch_supported(known, arch):
+        listed = ", ".join(f"sm_{n}" for n in sorted(known))
         raise (SettingsError if setting else InvalidJob)(
             "arch",
             arch,
-            f"{backend} ({toolkit.compiler_versions[backend]}) supports "
-            f"{toolkit.supported_archs(backend)} (a: 90 and up; f: 100 and up); {what}",
+            f"{backend} ({cls.version(toolkit)}) supports {listed} "
+            f"(a: 90 and up; f: 100 and up); {what}",
         )
 
 
@@ -101,7 +111,7 @@ async def start_local(
         # Asked once, off the event loop (cuInit can take a while); cached after.
         await anyio.to_thread.run_sync(local_gpu_arch)
     else:
-        check_arch(toolkit, "nvrtc", arch, "Engine(arch=...)", setting=True)
+        check_arch(toolkit, DEFAULT_BACKEND, arch, "Engine(arch=...)", setting=True)
     cache = await anyio.to_thread.run_sync(_make_cache, mode.cache, toolkit, remote)
     local = backends = make_backends(toolkit)
     slots = dict(workers)
@@ -135,7 +145,7 @@ class InProcessRunner(Runner):
     :class:`~asynccomp.SettingsError` here, and a worker count lowered to fit memory
     warns here. ``arch`` is what the engine renders for (checked against the toolkit as
     it starts; ``None``: the local GPU, asked as it starts); ``make_backends`` makes the
-    backends from the toolkit found (default: NVRTC and nvcc with these workers).
+    backends from the toolkit found (default: every registered backend, with these workers).
     """
 
     def __init__(
@@ -154,14 +164,15 @@ class InProcessRunner(Runner):
         cache = self.mode.cache
         self.remote = remote_cache(cache.remote_cache) if cache.cache else None
         # Counts last: a count lowered to fit memory warns, for valid settings only.
-        self.worker_counts, self.nvrtc_mode = local_workers(self.mode.workers)
+        self.backend_settings = local_workers(self.mode.workers, arch)
+        self.worker_counts = {name: b.workers for name, b in self.backend_settings.items()}
         self._make_backends = make_backends or self.default_backends
         self._local: LocalRunner | None = None
         self._stack = contextlib.AsyncExitStack()
 
     def default_backends(self, toolkit: Toolkit) -> dict[str, CompilerBackend]:
-        """NVRTC and nvcc with this runner's workers."""
-        return default_backends(toolkit, self.nvrtc_mode, self.worker_counts, self.arch)
+        """Every registered backend, with this runner's settings for it."""
+        return default_backends(toolkit, self.backend_settings)
 
     @property
     def started(self) -> LocalRunner:
@@ -210,19 +221,14 @@ class InProcessRunner(Runner):
 
 
 def default_backends(
-    toolkit: Toolkit, mode: str, workers: Mapping[str, int], arch: str | None
+    toolkit: Toolkit, settings: Mapping[str, BackendSettings]
 ) -> dict[str, CompilerBackend]:
-    """NVRTC (``mode``: threads or processes) and nvcc, as an engine makes them."""
-    from ..backends import NvccBackend, NvrtcBackend
-
+    """Every registered backend, as an engine (or a compile server) with ``settings``
+    (:func:`local_workers`) makes them; a backend without settings gets the defaults
+    (an engine on a compile server only renders with them)."""
     return {
-        "nvrtc": NvrtcBackend(
-            toolkit,
-            "processes" if mode == "processes" else "threads",
-            workers.get("nvrtc", 1),
-            warmup_arch=arch or "sm_80",
-        ),
-        "nvcc": NvccBackend(toolkit),
+        name: backend_class(name).create(toolkit, settings.get(name, BackendSettings()))
+        for name in backend_names()
     }
 
 
@@ -268,11 +274,21 @@ def remote_cache(value: object) -> RemoteCache | None:
         raise SettingsError(exc.field, exc.value, exc.problem) from None
 
 
-def local_workers(settings: WorkerSettings) -> tuple[dict[str, int], NvrtcMode]:
-    """The worker counts and NVRTC mode of a scheduler that compiles in this process
-    (counts capped by memory, with a warning for a count that was given)."""
-    nvrtc = _limits.nvrtc_workers(settings.nvrtc_workers)
-    mode = settings.nvrtc_mode
-    if mode == "auto":
-        mode = "processes" if nvrtc > 1 else "threads"
-    return {"nvrtc": nvrtc, "nvcc": _limits.nvcc_workers(settings.nvcc_workers)}, mode
+def local_workers(settings: WorkerSettings, arch: str | None) -> dict[str, BackendSettings]:
+    """How a scheduler that compiles in this process runs each registered backend: its
+    worker count (its setting's, else one per CPU; capped by memory, with a warning for
+    a count that was given) and the rest of its settings (``arch``: what a warm-up
+    compiles for)."""
+    out = {}
+    for name in backend_names():
+        cls = backend_class(name)
+        setting = cls.workers_setting
+        requested = None if setting is None else getattr(settings, setting)
+        count = _limits.worker_count(
+            setting or f"{name} workers", requested, cls.worker_memory, cls.worker_noun
+        )
+        asked = "threads" if cls.mode_setting is None else getattr(settings, cls.mode_setting)
+        processes = asked == "processes" or (asked == "auto" and count > 1)
+        mode: NvrtcMode = "processes" if processes else "threads"
+        out[name] = BackendSettings(count, mode, warmup_arch=arch or "sm_80")
+    return out

@@ -11,6 +11,14 @@ A backend works in two steps so that the scheduler can look at a compile before 
   returns a :class:`BackendOutput`. Compile failures, timeouts and failures of the
   backend's own files are reported there, not raised; an exception means a bug or a
   cancellation.
+
+Everything else asynccomp needs to know of a backend is a member of its class, asked
+through the registry (:mod:`._registry`) by name, never by comparing names: the outputs
+it makes and the options it refuses (:meth:`CompilerBackend.check_job`, as a job is
+built), the architectures its compiler takes, its version and identity (hashed into
+cache keys), its cost prior, its worker count, what a dump keeps, how the compile
+server checks a compile rendered elsewhere, and how an engine, a server or a Ray actor
+makes it (:meth:`CompilerBackend.create`).
 """
 
 from __future__ import annotations
@@ -24,12 +32,14 @@ from typing import ClassVar, Literal
 
 import anyio.abc
 
+from ..errors import InvalidJob
 from ..job import CompileJob, OutputFormat
 from ..toolkit import Toolkit
 
 __all__ = (
     "BackendOptions",
     "BackendOutput",
+    "BackendSettings",
     "CompilerBackend",
     "PreparedCompile",
     "Status",
@@ -49,6 +59,8 @@ __all__ = (
 Status = Literal["ok", "failed", "empty", "timeout", "crashed", "internal", "lost"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+# What safe_stem makes: a compile server takes no other file name.
+_PLAIN_STEM = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*")
 
 
 def safe_stem(name: str, limit: int = 60) -> str:
@@ -213,15 +225,121 @@ class BackendOutput:
     cause: BaseException | None = None
 
 
+@dataclass(frozen=True)
+class BackendSettings:
+    """How an engine, a compile server or a Ray actor runs a backend.
+
+    Attributes:
+        workers: compiles at once (already capped by memory).
+        mode: ``"processes"``: compiles in worker processes of the backend's own
+            (NVRTC); ``"threads"``: in this process. Backends that run a program per
+            compile ignore it.
+        warmup_arch: the architecture a warm-up compiles for.
+    """
+
+    workers: int = 1
+    mode: Literal["threads", "processes"] = "threads"
+    warmup_arch: str = "sm_80"
+
+
 class CompilerBackend(abc.ABC):
     """One compiler. Instances live as long as their engine: :meth:`start` when it
     starts (with a task group the backend may run background work in), :meth:`aclose`
-    when it closes."""
+    when it closes.
+
+    The class members describe the backend to the rest of asynccomp (which asks the
+    registry, :func:`~asynccomp.backends.backend_class`, by name); a registered backend
+    defines :meth:`create`, :meth:`version`, :meth:`archs` and :meth:`identity`.
+    """
 
     name: ClassVar[str]
+    #: The outputs it makes, its default first.
+    outputs: ClassVar[tuple[OutputFormat, ...]] = ("cubin",)
+    #: What its sources are (for messages), and the suffix of their files: the CLI
+    #: walks folders for it, and the compiler gets ``<job name><suffix>``.
+    source_language: ClassVar[str] = "CUDA C++"
+    source_suffix: ClassVar[str] = ".cu"
+    #: (seconds of a compile of a tiny source, seconds per source character): where the
+    #: cost model starts (it learns the rate from there; only the ordering matters).
+    cost_prior: ClassVar[tuple[float, float]] = (0.3, 1e-5)
+    #: Memory set aside per compile running at once: default worker counts (one per
+    #: CPU) are capped at one per this much available memory.
+    worker_memory: ClassVar[int] = 2**29
+    #: The engine setting that gives its worker count (``None``: the default count),
+    #: and what one worker is called in messages.
+    workers_setting: ClassVar[str | None] = None
+    worker_noun: ClassVar[str] = "compile"
+    #: The engine setting that says whether its compiles run in worker processes or in
+    #: threads of this process (``"auto"``: processes when it has more than one worker;
+    #: ``None``: it has no such choice).
+    mode_setting: ClassVar[str | None] = None
+    #: ``PreparedCompile.options`` is the whole argv of a program, file names relative
+    #: to its work folder (a dump writes ``rerun.sh``), not an option list for a library.
+    runs_program: ClassVar[bool] = False
+    #: A dumped job keeps the compiler's intermediate files (``keep_intermediates``; a
+    #: Ray actor sends them back).
+    keeps_intermediates: ClassVar[bool] = False
+    #: An include option's value may be a comma list (nvcc's ``-I a,b``).
+    comma_lists: ClassVar[bool] = False
+    #: It can warm up (start workers, load libraries): ``Engine.warm_up`` warms it.
+    warms_up: ClassVar[bool] = False
+    #: It takes ``CompileJob(pch=True)`` (NVRTC's automatic precompiled headers).
+    takes_pch: ClassVar[bool] = False
 
     def __init__(self, toolkit: Toolkit) -> None:
         self.toolkit = toolkit
+
+    # -- what the class says of the backend (no instance needed) ------------------------
+
+    @classmethod
+    def create(cls, toolkit: Toolkit, settings: BackendSettings) -> CompilerBackend:
+        """The backend as an engine, a compile server (``settings.workers`` compiles at
+        once) or a Ray actor (one at a time, in its process) runs it."""
+        raise NotImplementedError(f"{cls.__name__} is not a registered backend")
+
+    @classmethod
+    def version(cls, toolkit: Toolkit) -> str | None:
+        """Its compiler's version in ``toolkit`` (``None``: not found)."""
+        raise NotImplementedError(f"{cls.__name__} is not a registered backend")
+
+    @classmethod
+    def archs(cls, toolkit: Toolkit) -> tuple[int, ...]:
+        """The architecture numbers its compiler takes (empty: unknown)."""
+        raise NotImplementedError(f"{cls.__name__} is not a registered backend")
+
+    @classmethod
+    def identity(cls, toolkit: Toolkit) -> tuple[str, tuple[Path, ...]]:
+        """(its compiler's identity: name, version, library or program, the header
+        folders it reads), hashed into every cache key of its compiles."""
+        raise NotImplementedError(f"{cls.__name__} is not a registered backend")
+
+    @classmethod
+    def check_job(cls, job: CompileJob) -> None:
+        """Raise :class:`~asynccomp.InvalidJob` naming the field for what this backend
+        cannot take (called as the job is built: plain code, no I/O)."""
+        if job.output is not None and job.output not in cls.outputs:
+            raise InvalidJob(
+                "output",
+                job.output,
+                f"backend {cls.name!r} makes {' or '.join(cls.outputs)}",
+            )
+        if job.pch and not cls.takes_pch:
+            why = f"precompiled headers are NVRTC's; {cls.name} has none"
+            raise InvalidJob("pch", job.pch, why)
+
+    @classmethod
+    def check_prepared(cls, prepared: PreparedCompile, toolkit: Toolkit) -> None:
+        """Raise ``ValueError`` (naming what is wrong) unless ``prepared``, rendered by
+        another process (a compile server's client), is one this backend runs with
+        ``toolkit``: an output it makes, a plain file name of its sources."""
+        what = f"job {prepared.filename!r}"
+        if prepared.output not in cls.outputs:
+            raise ValueError(f"{what}: {cls.name} makes no {prepared.output}")
+        stem = prepared.filename.removesuffix(cls.source_suffix)
+        if stem == prepared.filename or not _PLAIN_STEM.fullmatch(stem):
+            raise ValueError(f"{what}: not a plain {cls.source_suffix} file name")
+
+    # -- an instance: compiles -----------------------------------------------------------
 
     @abc.abstractmethod
     def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:

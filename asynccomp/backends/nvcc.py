@@ -1,19 +1,6 @@
-"""nvcc as concurrent subprocesses.
-
-Each job runs in its own fresh temporary folder (nvcc writes intermediates next to its
-output), which is also nvcc's ``TMPDIR``, so its ``tmpxft_*`` files go there too; stdout
-and stderr are captured together in one log. nvcc runs under a small guard process
-(:mod:`._nvcc_guard`), the leader of a new process group, so that a timeout or a
-cancellation kills nvcc together with the cicc/ptxas/fatbinary children it spawned, and
-so that they die with the engine's process too, however it ends. The folder is removed
-in every case, and the folders of engines killed before they could remove theirs are
-swept as an engine starts (:mod:`._workdirs`).
-
-Only the compiler's verdict on the source is status ``failed`` (the one failure a cache
-may keep). What says nothing about the source is ``internal``, with its cause: the
-job's own files failing (a full disk, for the folder or for nvcc's intermediates), nvcc
-that could not be started (``EACCES``, ``EAGAIN``, ``ENOMEM``), nvcc or one of its tools
-killed by a signal.
+"""nvcc as concurrent subprocesses (:class:`._tool.ProgramBackend` runs them: a work
+folder per job, a guard that kills nvcc's whole group, failures that are not the
+source's told apart).
 
 Where an nvcc option is rendered: :meth:`NvccBackend.prepare`, here (with
 :func:`._base.add_shared_options` for the two NVRTC spells alike), and nowhere else.
@@ -21,35 +8,41 @@ Where an nvcc option is rendered: :meth:`NvccBackend.prepare`, here (with
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import signal
-import subprocess
-import sys
-from dataclasses import replace
 from pathlib import Path
 
-import anyio
-import anyio.abc
-import anyio.to_thread
-
-from ..errors import ToolkitNotFound
+from ..errors import InvalidJob, ToolkitNotFound
 from ..job import CompileJob, parse_arch
+from ..toolkit import Toolkit
 from ._base import (
     BackendOptions,
-    BackendOutput,
+    BackendSettings,
     CompilerBackend,
     PreparedCompile,
     add_shared_options,
     safe_stem,
     with_caller_folders,
 )
-from ._nvcc_failures import folder_space, not_a_verdict
-from ._nvcc_guard import NOT_STARTED
-from ._workdirs import make_work_folder, sweep_work_folders
+from ._tool import ProgramBackend
 
 __all__ = ("NvccBackend", "nvcc_arch_flags")
+
+# nvcc runs its tools through sh, with each option inside double quotes: there "$" and
+# "`" expand (-DY=$(cmd) runs cmd: tested), a backslash escapes, and a line break
+# starts a new line of the script. Everything else (; | & < > ' " spaces) reaches the
+# tools as it was given (tested).
+_SHELL_SPECIAL = {
+    "$": "'$' expands in the shell nvcc runs its tools through ($(...) would run a command)",
+    "`": "'`' runs a command in the shell nvcc runs its tools through",
+    "\\": "nvcc's shell would read the backslash as an escape and drop it",
+    "\n": "a line break ends the command in the shell nvcc runs its tools through",
+    "\r": "a carriage return reaches nvcc's shell as part of a command line",
+}
+
+
+def _check_for_shell(option: str) -> None:
+    for char, why in _SHELL_SPECIAL.items():
+        if char in option:
+            raise InvalidJob("options", option, f"refused for nvcc: {why}")
 
 
 def nvcc_arch_flags(arch: str, output: str) -> list[str]:
@@ -65,17 +58,51 @@ def nvcc_arch_flags(arch: str, output: str) -> list[str]:
     return ["-gencode", f"arch={virtual},code={code}"]
 
 
-def _kill_group(process: anyio.abc.Process) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-class NvccBackend(CompilerBackend):
+class NvccBackend(ProgramBackend):
     """nvcc, one subprocess per running job; the engine bounds how many run at once."""
 
     name = "nvcc"
+    tool = "nvcc"
+    outputs = ("fatbin", "cubin", "ptx")
+    # Medians over the shared TVM corpus (nvcc --fatbin), rounded.
+    cost_prior = (0.3, 1e-5)
+    worker_memory = 2**29  # nvcc, cicc and ptxas at once on a TVM kernel
+    workers_setting = "nvcc_workers"
+    worker_noun = "nvcc run"
+    keeps_intermediates = True
+    comma_lists = True
+
+    @classmethod
+    def create(cls, toolkit: Toolkit, settings: BackendSettings) -> CompilerBackend:
+        return cls(toolkit)
+
+    @classmethod
+    def version(cls, toolkit: Toolkit) -> str | None:
+        return toolkit.nvcc_version
+
+    @classmethod
+    def archs(cls, toolkit: Toolkit) -> tuple[int, ...]:
+        return toolkit.nvcc_archs
+
+    @classmethod
+    def identity(cls, toolkit: Toolkit) -> tuple[str, tuple[Path, ...]]:
+        includes = (toolkit.cuda_root / "include",) if toolkit.cuda_root is not None else ()
+        return f"nvcc {toolkit.nvcc_version} {toolkit.nvcc}", includes
+
+    @classmethod
+    def check_job(cls, job: CompileJob) -> None:
+        super().check_job(job)
+        for option in job.options:
+            _check_for_shell(option)
+
+    @classmethod
+    def check_prepared(cls, prepared: PreparedCompile, toolkit: Toolkit) -> None:
+        super().check_prepared(prepared, toolkit)
+        if not prepared.options or prepared.options[0] != str(toolkit.nvcc):
+            raise ValueError(
+                f"job {prepared.filename!r}: rendered for another nvcc than this server's "
+                f"{toolkit.nvcc}"
+            )
 
     def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
         nvcc = self.toolkit.nvcc
@@ -99,7 +126,7 @@ class NvccBackend(CompilerBackend):
             if output != "ptx":
                 argv.append("--ptxas-options=-v")  # the resource report, always
             argv += job.options
-        argv = with_caller_folders(argv, job.source, options.cwd, lists=True)
+        argv = with_caller_folders(argv, job.source, options.cwd, lists=self.comma_lists)
         add_shared_options(argv, options)
         if options.keep_intermediates:
             # Kept in the job's own temp folder and moved to keep_dir afterwards: a dump
@@ -120,182 +147,3 @@ class NvccBackend(CompilerBackend):
             options=tuple(argv),
             timeout=job.timeout,
         )
-
-    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
-        # The work folders of engines killed before they could remove theirs; in the
-        # background (a temporary folder may hold many entries), never in a job's way.
-        task_group.start_soon(_sweep)
-
-    async def run(self, prepared: PreparedCompile) -> BackendOutput:
-        # File work goes to threads: sources and fatbins run to megabytes, and the event
-        # loop serves every other job meanwhile.
-        try:
-            workdir = await anyio.to_thread.run_sync(_make_workdir, prepared)
-        except OSError as exc:
-            return BackendOutput(
-                "internal", None, "", f"could not set up nvcc's work folder: {exc}", cause=exc
-            )
-        try:
-            out = await self._run_in(workdir, prepared)
-            if prepared.keep_dir is not None:
-                out = await anyio.to_thread.run_sync(_move_intermediates, workdir, prepared, out)
-            return out
-        finally:
-            with anyio.CancelScope(shield=True):  # the folder goes, cancelled or not
-                await anyio.to_thread.run_sync(shutil.rmtree, workdir, True)
-
-    async def _run_in(self, workdir: Path, prepared: PreparedCompile) -> BackendOutput:
-        chunks: list[bytes] = []
-        argv = list(prepared.options)
-        # The guard tells on this pipe why nvcc could not be started (its errno).
-        report, report_end = os.pipe()
-        try:
-            process = await anyio.open_process(
-                [sys.executable, "-I", "-S", _GUARD, str(os.getpid()), str(report_end), *argv],
-                cwd=workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=(report_end,),
-                # nvcc's own temporaries (tmpxft_*) go to the job's folder, removed with it.
-                env={**os.environ, "TMPDIR": str(workdir)},
-            )
-        except OSError as exc:
-            os.close(report)
-            return BackendOutput("internal", None, "", f"could not start nvcc: {exc}", cause=exc)
-        finally:
-            os.close(report_end)
-        try:
-            with anyio.move_on_after(prepared.timeout) as deadline:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(_drain, process, chunks)
-                    await process.wait()
-                    # Tools left by an nvcc that was killed hold the output pipe open
-                    # (the log would wait for them): they go now.
-                    _kill_group(process)
-        finally:
-            if process.returncode is None or deadline.cancelled_caught:
-                _kill_group(process)
-            with anyio.CancelScope(shield=True):
-                await process.aclose()
-            _kill_group(process)  # nothing of the group may outlive the job
-            said = _read_report(report)
-        log = b"".join(chunks).decode("utf-8", errors="replace")
-        if deadline.cancelled_caught:
-            return BackendOutput("timeout", None, log, "nvcc was killed")
-        code = process.returncode
-        assert code is not None  # it was waited for (else the timeout or a cancel)
-        if code == NOT_STARTED and said is not None:
-            error = OSError(said, os.strerror(said), argv[0])
-            return BackendOutput(
-                "internal", None, log, f"could not start nvcc: {error}", cause=error
-            )
-        if code != 0:
-            space = await anyio.to_thread.run_sync(folder_space, workdir)
-            own = (prepared.binary_name, prepared.filename[: -len(".cu")] + ".d")
-            transient = not_a_verdict(code, log, workdir, own, space)
-            if transient is not None:
-                message, cause = transient
-                return BackendOutput("internal", None, log, message, cause=cause)
-            return BackendOutput("failed", None, log, f"nvcc exited with status {code}")
-        try:
-            binary, deps = await anyio.to_thread.run_sync(_read_output, workdir, prepared)
-        except OSError as exc:
-            return BackendOutput(
-                "internal", None, log, f"could not read nvcc's output: {exc}", cause=exc
-            )
-        if not binary:
-            return BackendOutput("empty", None, log, "nvcc exited with status 0 but wrote nothing")
-        return BackendOutput("ok", binary, log, dependencies=deps)
-
-
-_GUARD = str(Path(__file__).with_name("_nvcc_guard.py"))
-
-
-async def _sweep() -> None:
-    # Abandoned at close: the engine does not wait for a sweep.
-    await anyio.to_thread.run_sync(sweep_work_folders, abandon_on_cancel=True)
-
-
-def _read_report(fd: int) -> int | None:
-    """The errno the guard wrote (it could not start nvcc), or ``None``; closes ``fd``.
-    Never blocks: the guard has ended, and nothing else holds the pipe's other end."""
-    try:
-        os.set_blocking(fd, False)
-        text = os.read(fd, 32)
-    except OSError:  # BlockingIOError included: nothing was written
-        return None
-    finally:
-        os.close(fd)
-    return int(text) if text.isdigit() else None
-
-
-def _make_workdir(prepared: PreparedCompile) -> Path:
-    workdir = make_work_folder("nvcc")
-    try:
-        (workdir / prepared.filename).write_bytes(
-            prepared.source.encode("utf-8", "surrogateescape")
-        )
-    except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    return workdir
-
-
-def _read_output(workdir: Path, prepared: PreparedCompile) -> tuple[bytes, tuple[str, ...] | None]:
-    """The binary (empty if none was written), and the files nvcc said it read (outside
-    its work folder; ``None`` when it wrote no dependency file)."""
-    try:
-        binary = (workdir / prepared.binary_name).read_bytes()
-    except FileNotFoundError:
-        binary = b""
-    depfile = workdir / (prepared.filename[: -len(".cu")] + ".d")
-    try:
-        listed = _parse_depfile(depfile.read_text(errors="surrogateescape"))
-    except FileNotFoundError:
-        return binary, None
-    inside = str(workdir.resolve())
-    deps = []
-    for name in listed:
-        path = os.path.normpath(workdir / name)
-        if not os.path.realpath(path).startswith(inside + os.sep):
-            deps.append(path)
-    return binary, tuple(deps)
-
-
-def _parse_depfile(text: str) -> list[str]:
-    """The prerequisites of a make-style dependency file (nvcc ``-MMD -MF``)."""
-    body = text.replace("\\\n", " ")
-    paths: list[str] = []
-    for line in body.splitlines():
-        if ":" not in line:
-            continue
-        _, _, rest = line.partition(": ")
-        if not rest:
-            _, _, rest = line.partition(":")
-        # Spaces inside a path are escaped with a backslash.
-        for word in re.split(r"(?<!\\) +", rest.strip()):
-            if word:
-                paths.append(word.replace("\\ ", " "))
-    return paths
-
-
-def _move_intermediates(
-    workdir: Path, prepared: PreparedCompile, out: BackendOutput
-) -> BackendOutput:
-    assert prepared.keep_dir is not None
-    skip = {prepared.filename, prepared.binary_name}
-    try:
-        for item in workdir.iterdir():
-            if item.name not in skip:
-                shutil.move(str(item), Path(prepared.keep_dir) / item.name)
-    except OSError as exc:
-        return replace(out, warnings=(*out.warnings, f"nvcc intermediates not kept: {exc}"))
-    return out
-
-
-async def _drain(process: anyio.abc.Process, chunks: list[bytes]) -> None:
-    assert process.stdout is not None
-    async for chunk in process.stdout:
-        chunks.append(chunk)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from pathlib import Path
 from typing import Literal
 
 import anyio
@@ -34,13 +35,14 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from .._os import empty_folder
-from ..errors import ToolkitNotFound
+from ..errors import InvalidJob, ToolkitNotFound
 from ..job import CompileJob, nvrtc_arch
 from ..preamble import rewrite_tvm_preamble
 from ..toolkit import Toolkit
 from ._base import (
     BackendOptions,
     BackendOutput,
+    BackendSettings,
     CompilerBackend,
     PreparedCompile,
     add_shared_options,
@@ -83,6 +85,39 @@ class NvrtcBackend(CompilerBackend):
     """
 
     name = "nvrtc"
+    outputs = ("cubin", "ptx")
+    # Medians over the shared TVM corpus (with the preamble fast path), rounded.
+    cost_prior = (0.05, 5e-6)
+    worker_memory = 2**30  # see asynccomp._scheduler._limits
+    workers_setting = "nvrtc_workers"
+    mode_setting = "nvrtc_mode"
+    worker_noun = "NVRTC worker"
+    warms_up = True
+    takes_pch = True
+
+    @classmethod
+    def create(cls, toolkit: Toolkit, settings: BackendSettings) -> NvrtcBackend:
+        return cls(toolkit, settings.mode, settings.workers, warmup_arch=settings.warmup_arch)
+
+    @classmethod
+    def version(cls, toolkit: Toolkit) -> str | None:
+        return None if toolkit.nvrtc_version is None else "{}.{}".format(*toolkit.nvrtc_version)
+
+    @classmethod
+    def archs(cls, toolkit: Toolkit) -> tuple[int, ...]:
+        return toolkit.nvrtc_archs
+
+    @classmethod
+    def identity(cls, toolkit: Toolkit) -> tuple[str, tuple[Path, ...]]:
+        return f"nvrtc {cls.version(toolkit)} {toolkit.nvrtc_library}", toolkit.include_dirs
+
+    @classmethod
+    def check_job(cls, job: CompileJob) -> None:
+        if job.output == "fatbin":
+            raise InvalidJob(
+                "output", job.output, 'NVRTC makes cubin or ptx; use backend="nvcc" for fatbin'
+            )
+        super().check_job(job)
 
     def __init__(
         self,

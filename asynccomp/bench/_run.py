@@ -292,7 +292,7 @@ async def run_bench(
         for state in states:
             await state.start(stack, settings.arch)
             assert state.engine is not None
-            versions = state.engine.toolkit.compiler_versions
+            versions = state.engine.compiler_versions
             for number in range(1, settings.warmup + 1):
                 state.passes.append(
                     await state.run_pass(

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from ..backends import PreparedCompile
+from ..backends import PreparedCompile, backend_class
 from ..toolkit import Toolkit
 from ._keys import cache_key, include_identity
 from ._relocate import relocated_options
@@ -104,12 +104,9 @@ def _unnamed(prepared: PreparedCompile) -> tuple[str, ...]:
 
 
 def compiler_identity(backend: str, toolkit: Toolkit) -> tuple[str, tuple[Path, ...]]:
-    """(identity string, include folders) of the compiler a built-in backend runs."""
-    if backend == "nvrtc":
-        version = toolkit.compiler_versions["nvrtc"]
-        return f"nvrtc {version} {toolkit.nvrtc_library}", toolkit.include_dirs
-    includes = (toolkit.cuda_root / "include",) if toolkit.cuda_root is not None else ()
-    return f"nvcc {toolkit.nvcc_version} {toolkit.nvcc}", includes
+    """(identity string, include folders) of the compiler a backend runs: the
+    backend's own (:meth:`~asynccomp.backends.CompilerBackend.identity`)."""
+    return backend_class(backend).identity(toolkit)
 
 
 def key_identity(backend: str, toolkit: Toolkit) -> tuple[str, str]:

@@ -25,7 +25,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..backends import PreparedCompile
+from ..backends import PreparedCompile, backend_class
 from ..backends._base import FOLDER_OPTIONS, HEADER_OPTIONS
 from ..errors import InvalidJob
 from ._deps import Dependency
@@ -77,7 +77,7 @@ def relocated_options(prepared: PreparedCompile) -> tuple[str, ...]:
     argv) or gives it (``-I/x``, ``-I /x``, ``--include-path=/x``, nvcc's ``-I/x,/y``)."""
     base, cwd = prepared.base_dir, prepared.cwd
     assert base is not None and cwd is not None
-    lists = prepared.backend == "nvcc"
+    lists = backend_class(prepared.backend).comma_lists
     out: list[str] = []
     for option in prepared.options:
         prefix = ""

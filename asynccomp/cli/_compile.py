@@ -11,11 +11,12 @@ from typing import Any
 import anyio
 
 from .._os import listening
+from ..backends import CompilerBackend, backend_class, backend_names
 from ..backends._base import safe_stem
 from ..engine import Engine
 from ..errors import AsyncCompError, ClusterError, DumpDirError, InvalidJob, ServerError
 from ..gpu import local_gpu_arch
-from ..job import CompileJob
+from ..job import DEFAULT_BACKEND, OUTPUT_FORMATS, CompileJob
 from ..server import server_paths
 from ._args import arch, positive_float, positive_int
 from ._compile_run import CompileRun, quiet_ctrl_c
@@ -66,14 +67,24 @@ def add_parser(sub: Any) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("paths", nargs="*", type=Path, help=".cu files, or folders searched for them")
+    p.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        help="source files (.cu; .ptx with --backend ptx), or folders searched for them",
+    )
     p.add_argument("--examples", action="store_true", help="also compile the built-in examples")
-    p.add_argument("--backend", choices=("nvrtc", "nvcc"), default="nvrtc", help="default: nvrtc")
+    p.add_argument(
+        "--backend",
+        choices=backend_names(),
+        default=DEFAULT_BACKEND,
+        help=f"default: {DEFAULT_BACKEND}; ptx compiles .ptx files (PTX -> cubin with ptxas)",
+    )
     p.add_argument(
         "--output",
-        choices=("cubin", "fatbin", "ptx"),
+        choices=OUTPUT_FORMATS,
         default=None,
-        help="default: cubin for nvrtc, fatbin for nvcc",
+        help="default: the backend's (cubin for nvrtc and ptx, fatbin for nvcc)",
     )
     p.add_argument("--arch", type=arch, default=None, help="e.g. sm_90a (default: the local GPU's)")
     p.add_argument(
@@ -165,14 +176,33 @@ def _output_for_arch(args: argparse.Namespace) -> None:
     if args.arch is None or not args.arch.startswith("compute_"):
         return
     real = "sm_" + args.arch.removeprefix("compute_")
-    if args.output == "cubin":
-        other = "--output ptx" + (" or fatbin" if args.backend == "nvcc" else "")
+    outputs = backend_class(args.backend).outputs
+    virtual = [o for o in outputs if o != "cubin"]  # what holds PTX
+    if args.output == "cubin" or (args.output is None and not virtual):
+        other = " or ".join(f"--output {o}" for o in virtual)
+        other = other or f"not with --backend {args.backend}"
         raise ValueError(
             f"--output cubin needs a real GPU architecture (--arch {real}): {args.arch} is a "
             f"virtual one, which compiles to PTX ({other})"
         )
-    if args.output is None and args.backend == "nvrtc":
+    if args.output is None and outputs[0] == "cubin":
         args.output = "ptx"
+
+
+def _backend(args: argparse.Namespace) -> type[CompilerBackend]:
+    """The backend asked for, once what the run asks of it is something it takes."""
+    backend = backend_class(args.backend)
+    if args.examples and backend.source_suffix != ".cu":
+        raise ValueError(
+            f"--examples are CUDA C++ (.cu): --backend {args.backend} compiles "
+            f"{backend.source_language} ({backend.source_suffix})"
+        )
+    if args.jobs is not None and backend.workers_setting is None:
+        raise ValueError(
+            f"-j does not set --backend {args.backend}'s compiles at once yet: it runs "
+            "one per CPU, capped by memory (leave -j out)"
+        )
+    return backend
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -235,10 +265,13 @@ def _jobs(
 def run(args: argparse.Namespace) -> int:
     skipped: list[str] = []
     try:
-        inputs = find_inputs(args.paths, args.examples)
+        backend = _backend(args)
+        inputs = find_inputs(args.paths, args.examples, suffix=backend.source_suffix)
         skipped, files = inputs.skipped, inputs.files
         if not files:
-            raise FileNotFoundError("nothing to compile: give .cu files, folders, or --examples")
+            raise FileNotFoundError(
+                f"nothing to compile: give {backend.source_suffix} files, folders, or --examples"
+            )
         names = unique_names(files)
         _check_arch(args.arch)
         _output_for_arch(args)

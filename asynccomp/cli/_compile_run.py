@@ -19,6 +19,7 @@ from typing import TextIO
 
 import anyio
 
+from ..backends import backend_class
 from ..engine import Engine
 from ..errors import AsyncCompWarning
 from ..job import CompileJob
@@ -69,7 +70,7 @@ class CompileRun:
             ignored = ignored_jobs(args, engine)
             if ignored is not None:
                 warnings.warn(ignored, AsyncCompWarning, stacklevel=1)
-            workers = engine.nvrtc_workers if args.backend == "nvrtc" else engine.nvcc_workers
+            workers = engine.slots.get(args.backend, 0)
             estimates = Estimates({job: engine.estimate(job) for job in jobs}, workers)
             kind: type[Display] = ProgressBar if self.out.isatty() and not args.quiet else JobLines
             self.display = display = kind(
@@ -201,10 +202,10 @@ def ignored_jobs(args: argparse.Namespace, engine: Engine) -> str | None:
     the server runs another number of compiles at once for the run's backend."""
     if args.jobs is None or engine.server is None:
         return None
-    runs = engine.nvrtc_workers if args.backend == "nvrtc" else engine.nvcc_workers
+    runs = engine.slots.get(args.backend, 0)
     if runs == args.jobs:
         return None
-    what = "NVRTC workers" if args.backend == "nvrtc" else "nvcc slots"
+    what = f"{backend_class(args.backend).worker_noun}s"  # "NVRTC workers", "nvcc runs"
     return (
         f"the compile server ({engine.where.removeprefix('on the compile server (')} runs "
         f"{runs} {what}; -j {args.jobs} ignored (use --no-server to compile in this process "

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from .._version import __version__
+from ..backends import BACKENDS, arch_supported, backend_class, backend_names, compiler_versions
 from ..cache import (
     REMOTE_CACHE_ENV,
     DiskCache,
@@ -28,7 +29,7 @@ from ..cache import (
 from ..cache._remote import redacted_url
 from ..errors import AsyncCompError
 from ..gpu import local_gpu_arch
-from ..job import parse_arch
+from ..job import DEFAULT_BACKEND, parse_arch
 from ..toolkit import Toolkit, find_toolkit
 
 #: The wheels that together give a working nvcc without a CUDA toolkit.
@@ -46,9 +47,9 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "--backend",
         action="append",
-        choices=("nvrtc", "nvcc"),
+        choices=backend_names(),
         default=None,
-        help="a compiler you need (repeatable; default: nvrtc)",
+        help=f"a backend you need (repeatable; default: {DEFAULT_BACKEND})",
     )
     parser.add_argument("--arch", default=None, help="an architecture you need, e.g. sm_90a")
     parser.add_argument("--json", action="store_true", help="the report as JSON")
@@ -111,21 +112,18 @@ def _remote_key() -> dict[str, Any] | None:
 def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     """The facts, and the problems with what was asked for."""
     toolkit = find_toolkit()
-    versions = toolkit.compiler_versions
+    versions = compiler_versions(toolkit)
     headers = _header_version(toolkit)
     problems: list[str] = []
     notes: list[str] = []
-    wanted = args.backend or ["nvrtc"]
+    wanted = args.backend or [DEFAULT_BACKEND]
     if toolkit.nvrtc_version is None:
         notes.append(
             f"NVRTC could not be loaded ({toolkit.nvrtc_error}): pip install nvidia-cuda-nvrtc"
         )
-        if "nvrtc" in wanted:
-            problems.append("NVRTC is missing")
     if toolkit.nvcc is None:
         notes.append(f"nvcc was not found: install a CUDA toolkit, or pip install {NVCC_WHEELS}")
-        if "nvcc" in wanted:
-            problems.append("nvcc is missing")
+    problems += [f"{b}: its compiler is missing" for b in wanted if versions[b] is None]
     nvrtc = versions["nvrtc"]
     if nvrtc and headers and nvrtc.split(".")[:2] != headers.split(".")[:2]:
         notes.append(
@@ -141,10 +139,11 @@ def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
             problems.append(str(exc))
         else:
             for backend in wanted:
-                if not toolkit.supports(backend, args.arch):
+                known = backend_class(backend).archs(toolkit)
+                if not arch_supported(known, args.arch):
+                    listed = ", ".join(f"sm_{n}" for n in sorted(known))
                     problems.append(
-                        f"{backend} does not support {args.arch} "
-                        f"(it supports {toolkit.supported_archs(backend)})"
+                        f"{backend} does not support {args.arch} (it supports {listed})"
                     )
     remote_url = os.environ.get(REMOTE_CACHE_ENV, "").strip()
     remote_key = _remote_key()
@@ -181,6 +180,7 @@ def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
             "archs": list(toolkit.nvcc_archs),
             "searched": list(toolkit.searched),
         },
+        "backends": versions,  # every registered backend's compiler version
         "cuda_root": str(toolkit.cuda_root) if toolkit.cuda_root else None,
         "gpu": local_gpu_arch(),
         "cache": cache_state,
@@ -209,6 +209,8 @@ def run(args: argparse.Namespace) -> int:
         f"  archs        {', '.join(f'sm_{a}' for a in nvrtc['archs']) or '-'}",
         f"nvcc           {nvcc['path'] or 'NOT FOUND'}  {nvcc['version'] or ''}".rstrip(),
         f"  archs        {', '.join(f'sm_{a}' for a in nvcc['archs']) or '-'}",
+        "backends       "
+        + ", ".join(f"{b} {v or 'NOT FOUND'}" for b, v in facts["backends"].items()),
         f"CUDA root      {facts['cuda_root'] or '-'}",
         f"local GPU      {facts['gpu'] or 'none found (give --arch / arch=)'}",
         f"cache          {facts['cache']['folder']}"
@@ -241,9 +243,16 @@ def run(args: argparse.Namespace) -> int:
     settings = server.get("settings") or {}
     if server.get("running") and settings:
         slots = settings.get("slots") or {}
+        modes = settings.get("modes") or {}
+        # The backends that keep worker processes (NVRTC), and how they run.
+        in_processes = "".join(
+            f", {name} in {mode}"
+            for name, mode in modes.items()
+            if name in BACKENDS and backend_class(name).warms_up
+        )
         lines += [
             f"  compiles     {', '.join(f'{n} x{k}' for k, n in slots.items()) or '-'}"
-            f" ({settings.get('executor')}, NVRTC in {settings.get('nvrtc_mode')}), "
+            f" ({settings.get('executor')}{in_processes}), "
             f"{server.get('workers')} workers alive",
             "  its cache    "
             + (settings.get("cache_dir") or "memory only" if settings.get("cache") else "off"),

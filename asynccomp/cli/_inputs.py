@@ -35,8 +35,9 @@ class Inputs:
     skipped: list[str] = field(default_factory=list)
 
 
-def find_inputs(paths: Sequence[Path], examples: bool) -> Inputs:
-    """The ``.cu`` files named, and under the folders named (``examples``: the built-in
+def find_inputs(paths: Sequence[Path], examples: bool, suffix: str = ".cu") -> Inputs:
+    """The files named, and those under the folders named whose name ends in
+    ``suffix`` (the backend's sources: ``.cu``, ``.ptx``; ``examples``: the built-in
     kernels too); a file named twice is compiled once.
 
     Folders are walked as a build tool walks them: links are followed (a link back to a
@@ -57,7 +58,7 @@ def find_inputs(paths: Sequence[Path], examples: bool) -> Inputs:
             found.skipped.append(f"{path}: {_why(exc)}")
             continue
         if stat.S_ISDIR(info.st_mode):
-            _walk(path, [(info.st_dev, info.st_ino)], set(), found)
+            _walk(path, suffix, [(info.st_dev, info.st_ino)], set(), found)
         elif stat.S_ISREG(info.st_mode):
             found.files.append(path)
         else:
@@ -67,9 +68,13 @@ def find_inputs(paths: Sequence[Path], examples: bool) -> Inputs:
 
 
 def _walk(
-    folder: Path, ancestors: list[tuple[int, int]], walked: set[tuple[int, int]], found: Inputs
+    folder: Path,
+    suffix: str,
+    ancestors: list[tuple[int, int]],
+    walked: set[tuple[int, int]],
+    found: Inputs,
 ) -> None:
-    """Add the ``.cu`` files under ``folder`` (``ancestors``: the folders being walked,
+    """Add the ``suffix`` files under ``folder`` (``ancestors``: the folders being walked,
     by device and inode, ``folder``'s own last) to ``found``, by name order."""
     walked.add(ancestors[-1])
     try:
@@ -83,13 +88,13 @@ def _walk(
         is_link = False
         try:
             is_link = entry.is_symlink()
-            if not is_link and not entry.name.endswith(".cu") and not entry.is_dir():
+            if not is_link and not entry.name.endswith(suffix) and not entry.is_dir():
                 continue  # not ours: no stat needed
             info = entry.stat()  # follows a link
         except OSError as exc:
             # A broken link named otherwise was not meant for us; a loop may have been
             # meant as a folder.
-            if entry.name.endswith(".cu") or exc.errno == errno.ELOOP or not is_link:
+            if entry.name.endswith(suffix) or exc.errno == errno.ELOOP or not is_link:
                 found.skipped.append(f"{path}: {_why(exc)}")
             continue
         if stat.S_ISDIR(info.st_mode):
@@ -97,8 +102,8 @@ def _walk(
             if here in ancestors:
                 found.skipped.append(f"{path}: a link back to a folder being walked (a loop)")
             elif here not in walked:  # a second link to one folder: its files once
-                _walk(path, [*ancestors, here], walked, found)
-        elif not entry.name.endswith(".cu"):
+                _walk(path, suffix, [*ancestors, here], walked, found)
+        elif not entry.name.endswith(suffix):
             continue
         elif stat.S_ISREG(info.st_mode):
             found.files.append(path)

@@ -19,9 +19,17 @@ from pathlib import Path
 
 import anyio
 
-from ..backends import BackendOutput, NvccBackend, NvrtcBackend, PreparedCompile
+from .._include_identity import include_identity
+from ..backends import (
+    BackendOutput,
+    BackendSettings,
+    CompilerBackend,
+    PreparedCompile,
+    backend_class,
+    backend_names,
+    key_identities,
+)
 from ..backends._workdirs import make_work_folder, sweep_work_folders
-from ..cache._compile_key import key_identity
 from ..toolkit import Toolkit, find_toolkit
 
 __all__ = ("CompileActor", "toolkit_identity")
@@ -30,11 +38,10 @@ __all__ = ("CompileActor", "toolkit_identity")
 def toolkit_identity(toolkit: Toolkit) -> dict[str, str]:
     """What a cache key says about each compiler (its version, its library or program,
     the fingerprint of the headers it reads): equal on both sides or no compile."""
-    identity = {}
-    for backend in ("nvrtc", "nvcc"):
-        compiler, headers = key_identity(backend, toolkit)
-        identity[backend] = f"{compiler} | headers {headers}"
-    return identity
+    return {
+        backend: f"{compiler} | headers {include_identity(includes)}"
+        for backend, (compiler, includes) in key_identities(toolkit).items()
+    }
 
 
 class CompileActor:
@@ -47,13 +54,14 @@ class CompileActor:
     def __init__(self) -> None:
         self.toolkit = find_toolkit()
         self.identity = toolkit_identity(self.toolkit)
-        # Threads mode: the actor is the worker process; one compile at a time. Made
-        # and started once (at the first call), and kept warm across calls.
-        self.nvrtc = NvrtcBackend(self.toolkit, "threads", 1)
-        self._nvrtc_starts = 0
-        self.nvcc = NvccBackend(self.toolkit)
+        # Each backend as the actor runs it: one compile at a time, in this process
+        # (NVRTC in threads mode: the actor is the worker process). Made and started
+        # at the first call that needs it, and kept warm across calls.
+        self.backends: dict[str, CompilerBackend] = {}
+        self._starting: dict[str, anyio.Event] = {}
+        self._starts: dict[str, int] = {}  # how often each backend was started
         # What actors killed on this node before left (an engine's start does the same
-        # for local nvcc; an actor never runs NvccBackend.start).
+        # for local program backends).
         sweep_work_folders()
 
     async def describe(self) -> dict[str, object]:
@@ -62,29 +70,43 @@ class CompileActor:
             "identity": self.identity,
             "pid": os.getpid(),
             "host": socket.gethostname(),
-            "nvrtc_starts": self._nvrtc_starts,
+            "starts": dict(self._starts),
         }
 
-    async def _started_nvrtc(self) -> NvrtcBackend:
-        """The actor's NVRTC backend, started at the first call that needs it."""
-        if self._nvrtc_starts == 0:
-            self._nvrtc_starts += 1  # before the await: a concurrent call starts none
-            # NvrtcBackend runs nothing in the group (its threads need no task): a group
-            # of this call's is enough.
-            async with anyio.create_task_group() as task_group:
-                await self.nvrtc.start(task_group)
-        return self.nvrtc
+    async def _started(self, name: str) -> CompilerBackend:
+        """The actor's backend ``name``, made and started at the first call that needs
+        it (a concurrent call waits for that start)."""
+        starting = self._starting.get(name)
+        if starting is None:
+            self._starting[name] = starting = anyio.Event()
+            cls = backend_class(name)
+            backend = cls.create(self.toolkit, BackendSettings(1, "threads"))
+            self._starts[name] = self._starts.get(name, 0) + 1
+            try:
+                # What a backend runs in the group as it starts is short (a sweep of its
+                # work folders): a group of this call's is enough.
+                async with anyio.create_task_group() as task_group:
+                    await backend.start(task_group)
+            finally:
+                self.backends[name] = backend
+                starting.set()
+        await starting.wait()
+        return self.backends[name]
 
     async def warm_up(self) -> None:
-        """Load NVRTC and read the common headers once (the first compile's cost)."""
-        await (await self._started_nvrtc()).warm_up()
+        """Load the compilers that warm up and read their common headers once (the
+        first compile's cost)."""
+        for name in backend_names():
+            if backend_class(name).warms_up:
+                await (await self._started(name)).warm_up()
 
     async def compile(
         self, prepared: PreparedCompile, identity: str, keep: bool = False
     ) -> BackendOutput:
         """Compile ``prepared`` if this actor's compiler is the one its cache key was
-        made with (``identity``); refuse otherwise. ``keep``: send nvcc's intermediate
-        files back in ``intermediates`` (the job's dump folder is on the client)."""
+        made with (``identity``); refuse otherwise. ``keep``: send the compiler's
+        intermediate files back in ``intermediates`` (the job's dump folder is on the
+        client)."""
         mine = self.identity.get(prepared.backend)
         if mine != identity:
             return BackendOutput(
@@ -95,20 +117,19 @@ class CompileActor:
                 f"its {prepared.backend} is {mine!r}, the job's cache key was made with "
                 f"{identity!r}",
             )
-        if prepared.backend == "nvcc" and keep:
-            folder = await anyio.to_thread.run_sync(make_work_folder, "keep")
-            try:
-                out = await self.nvcc.run(replace(prepared, keep_dir=str(folder)))
-                files = await anyio.to_thread.run_sync(_read_files, folder)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
-            return replace(out, intermediates=files)
-        if prepared.backend == "nvcc":
-            return await self.nvcc.run(prepared)
-        # A cancelled or timed-out compile's thread keeps the backend's one slot until it
+        # A cancelled or timed-out compile's thread keeps NVRTC's one slot until it
         # stops, so the next compile here waits for it (see backends._nvrtc_threads).
-        return await (await self._started_nvrtc()).run(prepared)
+        backend = await self._started(prepared.backend)
+        if not (keep and backend_class(prepared.backend).keeps_intermediates):
+            return await backend.run(prepared)
+        folder = await anyio.to_thread.run_sync(make_work_folder, "keep")
+        try:
+            out = await backend.run(replace(prepared, keep_dir=str(folder)))
+            files = await anyio.to_thread.run_sync(_read_files, folder)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
+        return replace(out, intermediates=files)
 
 
 def _read_files(folder: Path) -> tuple[tuple[str, bytes], ...]:

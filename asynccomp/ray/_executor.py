@@ -115,8 +115,10 @@ class RayExecutor:
                 f"asynccomp: compiling with local workers: {exc}", ClusterWarning, stacklevel=2
             )
             return None
+        # The actors are counted once, by the first backend (they all share them).
         backends: dict[str, CompilerBackend] = {
-            name: RayBackend(backend, pool) for name, backend in local.items()
+            name: RayBackend(backend, pool, counts_actors=i == 0)
+            for i, (name, backend) in enumerate(local.items())
         }
         return backends, pool.size, f"on Ray at {pool.cluster}"
 
@@ -128,13 +130,15 @@ def _check_count(name: str, value: object, least: int) -> None:
 
 class RayBackend(CompilerBackend):
     """A local backend's rendering, compiled by the pool's actors. The backends of one
-    engine share one pool (and its slots: an actor runs NVRTC or nvcc)."""
+    engine share one pool (and its slots: an actor runs any backend); the one made
+    with ``counts_actors`` counts the actors as its workers."""
 
-    def __init__(self, local: CompilerBackend, pool: ActorPool) -> None:
+    def __init__(self, local: CompilerBackend, pool: ActorPool, *, counts_actors: bool) -> None:
         super().__init__(local.toolkit)
         self.name = local.name  # type: ignore[misc]  # the name of what it stands for
         self.local = local
         self.pool = pool
+        self.counts_actors = counts_actors
 
     def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
         return self.local.prepare(job, options)
@@ -152,8 +156,7 @@ class RayBackend(CompilerBackend):
         self.pool.watchers.append(changed)
 
     def worker_count(self) -> int:
-        # The actors are counted once, by the NVRTC backend (both share them).
-        return self.pool.size_alive if self.name == "nvrtc" else 0
+        return self.pool.size_alive if self.counts_actors else 0
 
     async def aclose(self) -> None:
         await self.pool.aclose()

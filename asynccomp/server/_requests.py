@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,7 +24,7 @@ import anyio
 import anyio.abc
 
 from .._scheduler.local import Scheduler, Tally
-from ..backends import PreparedCompile
+from ..backends import PreparedCompile, arch_supported, backend_class
 from ..job import MAX_SOURCE_CHARS, parse_arch
 from ..runner import CompileRequest, Outcome
 from ..toolkit import Toolkit
@@ -50,8 +49,6 @@ from ._protocol import (
 from ._wire import Message, WireError
 
 __all__ = ("FEED", "MIN_IN_FLIGHT", "Host", "Poster", "Requests", "in_flight_limit")
-
-_FILENAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*\.cu")
 
 
 class Host(Protocol):
@@ -323,25 +320,21 @@ def check_compile(prepared: PreparedCompile, backends: Mapping[str, Any], toolki
     what = f"job {prepared.filename!r}"
     if prepared.backend not in backends:
         raise ValueError(f"{what}: no backend {prepared.backend!r} here")
-    if prepared.backend == "nvrtc" and prepared.output == "fatbin":
-        raise ValueError(f"{what}: NVRTC makes no fatbin")
+    cls = backend_class(prepared.backend)
+    # The backend's own rules: its outputs, its file names, its compiler's path.
+    cls.check_prepared(prepared, toolkit)
     parse_arch(prepared.arch)
-    if not toolkit.supports(prepared.backend, prepared.arch):
+    known = cls.archs(toolkit)
+    if not arch_supported(known, prepared.arch):
+        listed = ", ".join(f"sm_{n}" for n in sorted(known))
         raise ValueError(
-            f"{what}: {prepared.backend} here does not take {prepared.arch} "
-            f"(it supports {toolkit.supported_archs(prepared.backend)})"
+            f"{what}: {prepared.backend} here does not take {prepared.arch} (it supports {listed})"
         )
-    if not _FILENAME.fullmatch(prepared.filename):
-        raise ValueError(f"{what}: not a plain .cu file name")
     for source in (prepared.source, prepared.fallback_source or ""):
         # What CompileJob refuses in every engine, refused here too: the wire's limit
         # is in bytes, and a client of its own could send more characters.
         if len(source) > MAX_SOURCE_CHARS:
             raise ValueError(f"{what}: a source over {MAX_SOURCE_CHARS} characters ({len(source)})")
-    if prepared.backend == "nvcc" and (
-        not prepared.options or prepared.options[0] != str(toolkit.nvcc)
-    ):
-        raise ValueError(f"{what}: rendered for another nvcc than this server's {toolkit.nvcc}")
     if any("\x00" in option for option in prepared.options):
         raise ValueError(f"{what}: an option holds a NUL byte")
     if prepared.timeout is not None and prepared.timeout <= 0:

@@ -35,6 +35,7 @@ import anyio.abc
 from .._os import empty_folder
 from .._scheduler.local import InProcessRunner, LocalRunner, Scheduler, Tally
 from .._version import __version__
+from ..backends import compiler_versions
 from ..config import InProcess, OnRay
 from ..errors import ServerError
 from ..toolkit import Toolkit
@@ -318,7 +319,8 @@ class Server:
             if cache is None or cache.remote is None
             else cache.remote.auth.key_id,
             "slots": None if local is None else dict(local.scheduler.slots()),
-            "nvrtc_mode": self._runner.nvrtc_mode,
+            # Where each backend's compiles run: worker processes, or threads/programs.
+            "modes": {name: b.mode for name, b in self._runner.backend_settings.items()},
             "executor": "ray" if local is not None and local.on_cluster else "local",
             "where": None if local is None else local.scheduler.where,
         }
@@ -361,5 +363,5 @@ class Server:
             "cache_stats": None if cache is None else cache.stats.as_dict(),
             "cache_stats_unsaved": None if cache is None else cache.stats.unsaved(),
             "settings": self.settings(),
-            "toolkit": self.toolkit.compiler_versions,
+            "toolkit": compiler_versions(self.toolkit),
         }

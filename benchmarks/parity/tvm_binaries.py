@@ -179,11 +179,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     cuobjdump = find_cuobjdump()
     from asynccomp import find_toolkit
+    from asynccomp.backends import NvrtcBackend
 
     toolkit = find_toolkit()
     print(f"corpus: {args.corpus} ({len(files)} kernels), arch {args.arch}, TVM {tvm.__version__}")
     print(f"CUDA_PATH={os.environ.get('CUDA_PATH')}; nvcc {toolkit.nvcc_version}; ", end="")
-    print(f"NVRTC {toolkit.compiler_versions['nvrtc']}; TVM-side threads: {args.jobs}")
+    print(f"NVRTC {NvrtcBackend.version(toolkit)}; TVM-side threads: {args.jobs}")
     print(f"asynccomp cache: {os.environ['ASYNCCOMP_CACHE_DIR']}")
 
     all_same = True

@@ -26,7 +26,7 @@ def test_binary_loads_and_runs(backend: str, output: str) -> None:
     job = CompileJob(
         scale_kernel(3.0),
         name=f"scale_{backend}",
-        backend=backend,  # type: ignore[arg-type]
+        backend=backend,
         output=output,  # type: ignore[arg-type]
     )
     with SyncEngine(arch=ARCH, cache=False) as engine:

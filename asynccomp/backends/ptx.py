@@ -1,0 +1,230 @@
+"""PTX -> cubin with the toolkit's ptxas, as concurrent subprocesses.
+
+The sources are PTX: Triton's, NVRTC's or nvcc's ``-ptx`` output, hand-written. Each
+job is one ``ptxas`` run (:class:`._tool.ProgramBackend`: a work folder of its own, a
+guard that kills it with the engine, failures that are not the source's told apart),
+asked for its ``-v`` resource report like every compile, so ``result.resources`` is
+filled in; dumps get ``rerun.sh``.
+
+- **ptxas** is the toolkit's: ``<CUDA root>/bin/ptxas``, else the one beside the found
+  nvcc (the ``nvidia-cuda-nvcc`` wheel has both). Its version (``ptxas --version``,
+  asked once per process) and path are its identity in cache keys. It is nvcc's back
+  end, of the same release, so it takes nvcc's architectures.
+- **nvJitLink** is not used: this backend runs ptxas only (nvJitLink would compile
+  PTX in process, but its library is not a dependency of asynccomp).
+- **The PTX's ``.target`` and the job's architecture** must agree as ptxas has them: a
+  plain ``sm_80`` target compiles for ``sm_80`` and newer, an ``a`` target (``sm_90a``)
+  for that one architecture only, an ``f`` target for its family (``sm_100f``: 100 and
+  up, below 110). A mismatch is :class:`~asynccomp.InvalidJob` when the job names its
+  arch, else the job's :class:`~asynccomp.CompileError` (the engine's arch), before
+  ptxas runs; a virtual architecture (``compute_90``) is refused (ptxas makes SASS).
+- **Options**: the job's are ptxas's own (``-O2``, ``--maxrregcount=64``,
+  ``-lineinfo``...). ``-o``/``--output-file`` and ``-arch``/``--gpu-name`` are refused
+  (asynccomp names the files, the job's arch is the architecture).
+
+>>> from asynccomp import CompileJob, SyncEngine
+>>> PTX = '''
+... .version 8.0
+... .target sm_80
+... .address_size 64
+... .visible .entry k() { ret; }
+... '''
+>>> with SyncEngine(arch="sm_90a", cache=False) as engine:
+...     result = engine.compile(CompileJob(PTX, name="k", backend="ptx"))
+>>> result.ok, result.output, result.resources["k"].arch, result.command[1:3]
+(True, 'cubin', 'sm_90a', ('-arch=sm_90a', '-v'))
+>>> CompileJob(PTX, backend="ptx", arch="sm_75")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+asynccomp.errors.InvalidJob: invalid arch 'sm_75': the PTX's .target sm_80 compiles ...
+
+Where a ptxas option is rendered: :meth:`PtxBackend.prepare`, here, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import subprocess
+from pathlib import Path
+
+import anyio.abc
+import anyio.to_thread
+
+from ..errors import CompileError, InvalidJob, ToolkitNotFound
+from ..job import CompileJob, parse_arch
+from ..toolkit import Toolkit
+from ._base import (
+    BackendOptions,
+    BackendSettings,
+    CompilerBackend,
+    PreparedCompile,
+    has_line_info,
+    safe_stem,
+)
+from ._tool import ProgramBackend
+
+__all__ = ("PtxBackend", "ptx_target", "target_mismatch")
+
+# ".target sm_90a" (maybe followed by ", debug" or ", texmode_independent"), at the
+# start of a line: a commented-out one ("// .target") does not count.
+_TARGET = re.compile(r"^[ \t]*\.target[ \t]+([A-Za-z0-9_]+)", re.M)
+# Options that would name another output or architecture than the job's.
+_REFUSED = {
+    "-o": "asynccomp names the output file",
+    "--output-file": "asynccomp names the output file",
+    "-arch": "the job's arch is the architecture (CompileJob(arch=...))",
+    "--gpu-name": "the job's arch is the architecture (CompileJob(arch=...))",
+}
+
+
+def ptx_target(source: str) -> str | None:
+    """The architecture of the PTX's ``.target`` directive (``"sm_80"``), or ``None``."""
+    match = _TARGET.search(source)
+    return None if match is None else match.group(1)
+
+
+def target_mismatch(target: str, arch: str) -> str | None:
+    """Why PTX whose ``.target`` is ``target`` cannot be compiled for ``arch``, as ptxas
+    would refuse it (``None``: it can).
+
+    >>> target_mismatch("sm_80", "sm_90a") is None, target_mismatch("sm_90a", "sm_90a") is None
+    (True, True)
+    >>> target_mismatch("sm_90a", "sm_100a")
+    "the PTX's .target sm_90a compiles for sm_90a only, not sm_100a"
+    """
+    family, number, suffix = parse_arch(arch)
+    if family == "compute":
+        return f"ptxas makes SASS for a real GPU (sm_{number}{suffix}), not for {arch}"
+    try:
+        _, wanted, kind = parse_arch(target)
+    except InvalidJob:
+        return None  # a target ptxas knows and asynccomp does not: ptxas decides
+    if kind == "a" and (number, suffix) != (wanted, "a"):
+        return f"the PTX's .target {target} compiles for {target} only, not {arch}"
+    if kind == "f" and not (wanted <= number and number // 10 == wanted // 10):
+        return f"the PTX's .target {target} compiles for its family ({target} and up), not {arch}"
+    if number < wanted:
+        return f"the PTX's .target {target} compiles for {target} and newer GPUs, not {arch}"
+    return None
+
+
+@functools.cache
+def _ptxas(toolkit: Toolkit) -> Path | None:
+    """The toolkit's ptxas: in its root's ``bin``, else beside its nvcc."""
+    folders = []
+    if toolkit.cuda_root is not None:
+        folders.append(toolkit.cuda_root / "bin")
+    if toolkit.nvcc is not None:
+        folders += [toolkit.nvcc.parent, toolkit.nvcc.resolve().parent]
+    for folder in folders:
+        if (folder / "ptxas").is_file():
+            return folder / "ptxas"
+    return None
+
+
+@functools.cache
+def _ptxas_version(ptxas: Path) -> str | None:
+    """``13.0.88`` from ``ptxas --version`` (blocking; once per process)."""
+    try:
+        out = subprocess.run(
+            [str(ptxas), "--version"], capture_output=True, text=True, timeout=60, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"release [\d.]+, V([\d.]+)", out)
+    return match.group(1) if match else None
+
+
+class PtxBackend(ProgramBackend):
+    """PTX to cubin, one ptxas subprocess per running job."""
+
+    name = "ptx"
+    tool = "ptxas"
+    outputs = ("cubin",)
+    source_language = "PTX"
+    source_suffix = ".ptx"
+    # ptxas is the back half of an nvcc compile; its rate is learned from there.
+    cost_prior = (0.05, 2e-6)
+    worker_memory = 2**29
+    worker_noun = "ptxas run"
+
+    @classmethod
+    def create(cls, toolkit: Toolkit, settings: BackendSettings) -> CompilerBackend:
+        return cls(toolkit)
+
+    @classmethod
+    def version(cls, toolkit: Toolkit) -> str | None:
+        ptxas = _ptxas(toolkit)
+        return None if ptxas is None else _ptxas_version(ptxas)
+
+    @classmethod
+    def archs(cls, toolkit: Toolkit) -> tuple[int, ...]:
+        return toolkit.nvcc_archs  # nvcc's back end, of its release
+
+    @classmethod
+    def identity(cls, toolkit: Toolkit) -> tuple[str, tuple[Path, ...]]:
+        return f"ptxas {cls.version(toolkit)} {_ptxas(toolkit)}", ()  # PTX reads no headers
+
+    @classmethod
+    def check_job(cls, job: CompileJob) -> None:
+        super().check_job(job)
+        for option in job.options:
+            name = option.partition("=")[0]
+            if name in _REFUSED and not (job.exact_options and name in ("-arch", "--gpu-name")):
+                raise InvalidJob("options", option, f"refused for ptxas: {_REFUSED[name]}")
+        target = ptx_target(job.source)
+        if job.arch is not None and target is not None:
+            why = target_mismatch(target, job.arch)
+            if why is not None:
+                raise InvalidJob("arch", job.arch, why)
+
+    @classmethod
+    def check_prepared(cls, prepared: PreparedCompile, toolkit: Toolkit) -> None:
+        super().check_prepared(prepared, toolkit)
+        ptxas = _ptxas(toolkit)
+        if not prepared.options or prepared.options[0] != str(ptxas):
+            raise ValueError(
+                f"job {prepared.filename!r}: rendered for another ptxas than this server's {ptxas}"
+            )
+
+    def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
+        ptxas = _ptxas(self.toolkit)
+        if ptxas is None:
+            raise ToolkitNotFound(
+                "ptxas was not found (it is looked for in the CUDA toolkit's bin folder and "
+                "beside nvcc); searched for nvcc: " + "; ".join(self.toolkit.searched),
+                searched=self.toolkit.searched,
+                job=job,
+            )
+        target = ptx_target(job.source)
+        why = None if target is None else target_mismatch(target, options.arch)
+        if why is None and options.arch.startswith("compute_"):
+            why = target_mismatch(options.arch, options.arch)
+        if why is not None:
+            raise CompileError(why, job=job)
+        stem = safe_stem(job.name)
+        argv = [str(ptxas)]
+        if job.exact_options:
+            argv += job.options
+        else:
+            argv += [f"-arch={options.arch}", "-v", *job.options]  # -v: the resource report
+            if options.line_info and not has_line_info(argv):
+                argv.append("-lineinfo")
+        # BackendOptions.split_compile is not rendered: it splits NVVM's work, which
+        # PTX has done already. keep_intermediates neither: ptxas writes none.
+        argv += ["-o", f"{stem}.cubin", f"{stem}.ptx"]
+        return PreparedCompile(
+            backend=self.name,
+            output="cubin",
+            arch=options.arch,
+            source=job.source,
+            filename=f"{stem}.ptx",
+            options=tuple(argv),
+            timeout=job.timeout,
+        )
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        await super().start(task_group)
+        # The version is in every cache key: asked now, off the event loop.
+        await anyio.to_thread.run_sync(self.version, self.toolkit)
