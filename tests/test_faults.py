@@ -29,7 +29,7 @@ from asynccomp.backends import _nvrtc_pool
 
 from .filesystems import full_disk
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
-from .processes import compiler_processes, nvrtc_workers, wait_until
+from .processes import compiler_processes, nvrtc_workers, wait_busy, wait_until
 
 NVRTC_MODES = ["processes", "threads"]
 
@@ -163,11 +163,7 @@ async def test_killed_nvrtc_worker_fails_only_its_job() -> None:
         assert len(nvrtc_workers()) == 2
 
         async def kill_the_busy_one() -> None:
-            await wait_until(lambda: engine.statistics().running > 0)
-            await anyio.sleep(0.3)
-            busy = [p for p in compiler_processes() if p.cpu_percent(0.2) > 10]
-            assert busy
-            busy[0].kill()
+            os.kill(await wait_busy(nvrtc_workers()), signal.SIGKILL)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(kill_the_busy_one)
@@ -215,8 +211,7 @@ async def test_a_worker_that_stops_answering_mid_compile_is_killed_at_the_timeou
         [frozen] = nvrtc_workers()
 
         async def freeze_it_while_compiling() -> None:
-            await wait_until(lambda: engine.statistics().running > 0)
-            await anyio.sleep(0.2)
+            await wait_busy([frozen])  # it took the job, and compiles
             os.kill(frozen, signal.SIGSTOP)
 
         async with anyio.create_task_group() as tg:
