@@ -10,7 +10,14 @@ from pathlib import Path
 import anyio
 import psutil
 
-__all__ = ("compiler_processes", "nvrtc_workers", "run_cli", "wait_busy", "wait_until")
+__all__ = (
+    "compiler_processes",
+    "nvrtc_workers",
+    "run_cli",
+    "running_tool",
+    "wait_busy",
+    "wait_until",
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,6 +54,18 @@ async def wait_until(predicate: Callable[[], bool], within: float = 60.0) -> Non
     with anyio.fail_after(within):
         while not predicate():  # noqa: ASYNC110 - nothing to wait on but the predicate
             await anyio.sleep(0.01)
+
+
+def running_tool(name: str) -> bool:
+    """Whether a compiler process called ``name`` (``cicc``, ``ptxas``...) runs below
+    this test process now."""
+    found = False
+    for process in compiler_processes():
+        try:
+            found = found or process.name() == name
+        except psutil.NoSuchProcess:
+            pass
+    return found
 
 
 def _cpu_seconds(process: psutil.Process) -> float:
