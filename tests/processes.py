@@ -10,7 +10,14 @@ from pathlib import Path
 import anyio
 import psutil
 
-__all__ = ("compiler_processes", "nvrtc_workers", "run_cli", "wait_until")
+__all__ = (
+    "compiler_processes",
+    "nvrtc_workers",
+    "run_cli",
+    "running_tool",
+    "wait_busy",
+    "wait_until",
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,6 +54,42 @@ async def wait_until(predicate: Callable[[], bool], within: float = 60.0) -> Non
     with anyio.fail_after(within):
         while not predicate():  # noqa: ASYNC110 - nothing to wait on but the predicate
             await anyio.sleep(0.01)
+
+
+def running_tool(name: str) -> bool:
+    """Whether a compiler process called ``name`` (``cicc``, ``ptxas``...) runs below
+    this test process now."""
+    found = False
+    for process in compiler_processes():
+        try:
+            found = found or process.name() == name
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def _cpu_seconds(process: psutil.Process) -> float:
+    try:
+        times = process.cpu_times()
+    except psutil.NoSuchProcess:
+        return 0.0
+    return float(times.user + times.system)
+
+
+async def wait_busy(pids: list[int], cpu: float = 0.2, within: float = 60.0) -> int:
+    """Which of the processes ``pids`` is the first to spend ``cpu`` more seconds of CPU
+    from now: the NVRTC worker compiling a job (an idle one waits on its pipe, spending
+    none; it acknowledges a job before compiling it)."""
+    processes = [psutil.Process(pid) for pid in pids]
+    before = {p.pid: _cpu_seconds(p) for p in processes}
+    busy: list[int] = []
+
+    def one_is_busy() -> bool:
+        busy.extend(p.pid for p in processes if _cpu_seconds(p) - before[p.pid] >= cpu)
+        return bool(busy)
+
+    await wait_until(one_is_busy, within)
+    return busy[0]
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

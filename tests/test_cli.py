@@ -17,6 +17,7 @@ import pytest
 from asynccomp.cli._compile import compiler_options, unique_names
 
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
+from .processes import nvrtc_workers
 
 
 def asynccomp(
@@ -339,7 +340,11 @@ def test_ctrl_c_keeps_what_finished(tmp_path: Path) -> None:
             lines.append(line)
             if len([x for x in lines if x.startswith("[")]) == 2:
                 break
-        time.sleep(1.0)  # the slow ones are compiling now
+        # The slow ones compile now: an NVRTC worker starts for each job in flight.
+        deadline = time.monotonic() + 60
+        while len(nvrtc_workers()) < 2:
+            assert time.monotonic() < deadline, "the slow jobs never started"
+            time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
         rest, errors = proc.communicate(timeout=60)
     assert proc.returncode == 130, errors

@@ -29,7 +29,7 @@ from asynccomp.backends import _nvrtc_pool
 
 from .filesystems import full_disk
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
-from .processes import compiler_processes, nvrtc_workers, wait_until
+from .processes import compiler_processes, nvrtc_workers, running_tool, wait_busy, wait_until
 
 NVRTC_MODES = ["processes", "threads"]
 
@@ -163,11 +163,7 @@ async def test_killed_nvrtc_worker_fails_only_its_job() -> None:
         assert len(nvrtc_workers()) == 2
 
         async def kill_the_busy_one() -> None:
-            await wait_until(lambda: engine.statistics().running > 0)
-            await anyio.sleep(0.3)
-            busy = [p for p in compiler_processes() if p.cpu_percent(0.2) > 10]
-            assert busy
-            busy[0].kill()
+            os.kill(await wait_busy(nvrtc_workers()), signal.SIGKILL)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(kill_the_busy_one)
@@ -215,8 +211,7 @@ async def test_a_worker_that_stops_answering_mid_compile_is_killed_at_the_timeou
         [frozen] = nvrtc_workers()
 
         async def freeze_it_while_compiling() -> None:
-            await wait_until(lambda: engine.statistics().running > 0)
-            await anyio.sleep(0.2)
+            await wait_busy([frozen])  # it took the job, and compiles
             os.kill(frozen, signal.SIGSTOP)
 
         async with anyio.create_task_group() as tg:
@@ -248,18 +243,26 @@ async def test_a_cancelled_compile_keeps_its_warm_worker() -> None:
     async with Engine(arch=ARCH, nvrtc_workers=1, nvrtc_mode="processes", cache=False) as engine:
         await engine.warm_up()
         [worker] = nvrtc_workers()
-        started = time.monotonic()
-        with anyio.move_on_after(1.0):
-            await engine.compile(CompileJob(VERY_SLOW, name="cancelled"))
+        cancelled_at: list[float] = []
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+
+                async def cancel_once_compiling() -> None:
+                    await wait_busy([worker])  # NVRTC compiles the job in it now
+                    cancelled_at.append(time.monotonic())
+                    scope.cancel()
+
+                tg.start_soon(cancel_once_compiling)
+                await engine.compile(CompileJob(VERY_SLOW, name="cancelled"))
+        assert scope.cancelled_caught
         # Returned at the cancel, not at the end of a compile that would take far longer.
-        assert time.monotonic() - started < 1.0 + LOAD_ALLOWANCE
+        assert time.monotonic() - cancelled_at[0] < LOAD_ALLOWANCE
         # NVRTC stopped inside the worker, which is kept (warm) for the next job, unless
         # the flow callback came too late (then the worker was replaced).
         after = await engine.compile(CompileJob(scale_kernel(4.0)))
         assert after.ok
         assert len(nvrtc_workers()) == 1
         assert engine.statistics().running == 0
-        del worker
 
 
 @needs_nvcc
@@ -270,8 +273,16 @@ async def test_cancelled_batch_leaves_no_process_or_temp_dir(
     jobs = [CompileJob(slow_kernel(), name=f"slow{i}", backend="nvcc") for i in range(3)]
     jobs.append(CompileJob(slow_kernel(), name="slow_nvrtc"))
     async with Engine(arch=ARCH, nvcc_workers=2) as engine:
-        with anyio.move_on_after(1.5) as scope:
-            await engine.compile_many(jobs)
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+
+                async def cancel_once_compiling() -> None:
+                    # cicc runs: nvcc has written its temporaries, NVRTC's worker its own.
+                    await wait_until(lambda: running_tool("cicc"))
+                    scope.cancel()
+
+                tg.start_soon(cancel_once_compiling)
+                await engine.compile_many(jobs)
         assert scope.cancelled_caught
         assert engine.statistics().running == 0
     assert [(p.pid, p.cmdline()) for p in compiler_processes()] == []
@@ -295,8 +306,16 @@ async def test_nvcc_keeps_its_temporaries_in_the_jobs_folder(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "work"))
     (tmp_path / "work").mkdir()
     async with Engine(arch=ARCH) as engine:
-        with anyio.move_on_after(1.5):
-            await engine.compile(CompileJob(slow_kernel(), name="slow", backend="nvcc"))
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+
+                async def cancel_once_compiling() -> None:
+                    await wait_until(lambda: running_tool("cicc"))  # temporaries written
+                    scope.cancel()
+
+                tg.start_soon(cancel_once_compiling)
+                await engine.compile(CompileJob(slow_kernel(), name="slow", backend="nvcc"))
+        assert scope.cancelled_caught
         done = await engine.compile(CompileJob(scale_kernel(), backend="nvcc"))
     assert done.ok
     assert list(spare.iterdir()) == []

@@ -1,6 +1,7 @@
 """The engine's lifecycle, on a backend that compiles nothing (tests/fakes.py): states,
 closing (waiting for callers, or ending them with EngineClosed), as_completed's block,
-checkpoints, and what queued jobs cost."""
+checkpoints, and what queued jobs cost. Each step waits for what it needs to have
+happened (a job started, the close begun, jobs queued), not for a while."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from asynccomp import CompileJob, EngineClosed, InvalidJob
 
 from .fakes import FakeEngine, fake_job
 from .kernels import ARCH
+from .processes import wait_until
 
 
 async def test_states_and_calls_outside_running_raise_engine_closed() -> None:
@@ -45,19 +47,24 @@ async def test_closing_waits_for_callers_in_other_tasks_and_refuses_new_calls() 
         async with FakeEngine(arch=ARCH, nvrtc_workers=2) as engine:
 
             async def caller(i: int) -> None:
-                results.append(await engine.compile(fake_job("sleep:0.3", f"c{i}")))
+                results.append(await engine.compile(fake_job("block", f"c{i}")))
 
             for i in range(4):
                 tg.start_soon(caller, i)
-            await anyio.sleep(0.05)  # the callers are in compile() now
+            # All four callers are in compile(): two compile, two wait for a slot.
+            await engine.fake.wait_started(count=2)
+            await wait_until(lambda: engine.statistics().queued == 2)
 
             async def latecomer() -> None:
-                await anyio.sleep(0.05)  # while the engine is closing
+                await engine.closing.wait()
                 assert engine.state.name == "CLOSING"
                 try:
                     await engine.compile(fake_job("ok", "late"))
                 except EngineClosed as exc:
                     refused.append(exc)
+                # Only now may the callers' compiles end: the close has to wait for them.
+                assert results == []
+                engine.fake.release_all()
 
             tg.start_soon(latecomer)
         # Leaving the block waited for all four: none lost its result.
@@ -78,11 +85,18 @@ async def test_a_cancelled_close_ends_each_unfinished_call_with_engine_closed() 
             except BaseException as exc:  # what the caller sees, whatever it is
                 outcomes.append(exc)
 
-        with anyio.move_on_after(0.5):  # the closing task gives up waiting
+        with anyio.CancelScope() as closing_task:
             async with engine:
                 for i in range(3):
                     tg.start_soon(caller, i)
-                await anyio.sleep(0.1)
+                await engine.fake.wait_started("b0", "b1", "b2")
+
+                async def give_up_waiting() -> None:
+                    await engine.closing.wait()
+                    closing_task.cancel()  # the closing task stops waiting for the calls
+
+                tg.start_soon(give_up_waiting)
+    assert closing_task.cancelled_caught
     assert engine.state.name == "CLOSED"
     assert len(outcomes) == 3
     assert all(type(o) is EngineClosed for o in outcomes), outcomes
@@ -93,7 +107,7 @@ async def test_an_exception_in_the_block_propagates_as_it_is() -> None:
     with pytest.raises(KeyError, match="mine"):
         async with FakeEngine(arch=ARCH) as engine:
             engine.prefetch([fake_job("block", "pending")])
-            await anyio.sleep(0.05)
+            await engine.fake.wait_started("pending")
             raise KeyError("mine")
     assert engine.fake.cancelled == ["pending"]
 
@@ -124,7 +138,7 @@ async def test_an_exception_inside_as_completed_propagates_as_it_is() -> None:
     async with FakeEngine(arch=ARCH) as engine:
         with pytest.raises(_Mine):
             async with engine.as_completed([fake_job("block", "x")]):
-                await anyio.sleep(0.05)  # "x" is compiling
+                await engine.fake.wait_started("x")
                 raise _Mine
         assert engine.fake.cancelled == ["x"]
         with pytest.raises(_Mine):
@@ -177,10 +191,9 @@ async def test_queued_jobs_are_not_tasks() -> None:
     jobs = [fake_job("ok", f"q{i}") for i in range(2000)]
     async with FakeEngine(arch=ARCH, nvrtc_workers=1, cache=False) as engine:
         engine.prefetch([fake_job("block", "first")])
-        await anyio.sleep(0.05)
+        await engine.fake.wait_started("first")
         engine.prefetch(jobs)
-        await anyio.sleep(0.2)
-        assert engine.statistics().queued == 2000
+        await wait_until(lambda: engine.statistics().queued == 2000)
         # A parked task per queued job is what made 10,000 queued jobs cost ~90 MB.
         assert len(asyncio.all_tasks()) < 20
         engine.fake.release_all()
@@ -190,10 +203,10 @@ async def test_queued_jobs_are_not_tasks() -> None:
 async def test_prefetch_cancel_and_follower_takes_over() -> None:
     # A caller waiting for a prefetched compile (same job) compiles it itself when the
     # prefetch is cancelled.
-    job = fake_job("sleep:0.3", "shared")
+    job = fake_job("block", "shared")
     async with FakeEngine(arch=ARCH, cache_dir=False) as engine:
         engine.prefetch([job])
-        await anyio.sleep(0.05)
+        await engine.fake.wait_started("shared")
         async with anyio.create_task_group() as tg:
             results = []
 
@@ -201,9 +214,11 @@ async def test_prefetch_cancel_and_follower_takes_over() -> None:
                 results.append(await engine.compile(job))
 
             tg.start_soon(wait_for_it)
-            await anyio.sleep(0.05)
+            await wait_until(lambda: engine.statistics().submitted == 2)  # it waits too
             assert engine.statistics().running == 1  # one compile for both
             engine.cancel_prefetched()
+            await engine.fake.wait_started("shared", count=2)  # the caller's own compile
+            engine.fake.release("shared")
         stats = engine.statistics()
     assert results[0].ok and not results[0].cached
     assert engine.fake.cancelled == ["shared"]
@@ -213,11 +228,20 @@ async def test_prefetch_cancel_and_follower_takes_over() -> None:
 
 async def test_jobs_cancelled_while_queued_give_their_place_away() -> None:
     async with FakeEngine(arch=ARCH, nvrtc_workers=1, cache=False) as engine:
-        engine.prefetch([fake_job("sleep:0.2", "running")])
-        await anyio.sleep(0.05)
-        with anyio.move_on_after(0.05):
-            await engine.compile_many([fake_job("ok", f"gone{i}") for i in range(5)])
+        engine.prefetch([fake_job("block", "running")])
+        await engine.fake.wait_started("running")
+        with anyio.CancelScope() as queued:
+            async with anyio.create_task_group() as tg:
+
+                async def cancel_them_once_queued() -> None:
+                    await wait_until(lambda: engine.statistics().queued == 5)
+                    queued.cancel()
+
+                tg.start_soon(cancel_them_once_queued)
+                await engine.compile_many([fake_job("ok", f"gone{i}") for i in range(5)])
+        assert queued.cancelled_caught
         assert engine.statistics().queued == 0
+        engine.fake.release("running")
         after = await engine.compile(fake_job("ok", "after"))
     assert after.ok
     assert engine.fake.started == ["running", "after"]

@@ -40,6 +40,21 @@ from .processes import wait_until
 from .servers import running_server, server_folder, server_pid, wait_gone
 
 
+async def server_running(count: int) -> None:
+    """Until the compile server (of ``$ASYNCCOMP_SERVER_DIR``) runs ``count`` compiles,
+    as its status says (it runs in another process: asking is the way to know)."""
+
+    def running() -> int:
+        try:
+            return int(server_api.status()["running"])
+        except ServerError:  # not started yet
+            return 0
+
+    with anyio.fail_after(60):
+        while await anyio.to_thread.run_sync(running) < count:  # noqa: ASYNC110 - another process
+            await anyio.sleep(0.02)
+
+
 def frames(fields: dict[str, object], blobs: list[bytes] | None = None) -> bytes:
     """One message's frames, as bytes to send."""
     return b"".join(encode(fields, blobs or []))
@@ -116,7 +131,7 @@ async def test_two_clients_share_one_server_and_one_compile(server_dir: Path) ->
             results[name] = await engine.compile(shared)
 
         tg.start_soon(run, "first", first)
-        await anyio.sleep(0.2)
+        await server_running(1)  # the first client's compile, which the second one joins
         tg.start_soon(run, "second", second)
     assert results["first"].ok and results["second"].ok
     assert results["first"].binary == results["second"].binary
@@ -326,11 +341,11 @@ async def test_a_call_cancelled_between_the_frames_of_a_message_costs_no_other_c
 
 
 def test_idle_shutdown(server_dir: Path) -> None:
-    with running_server(server_dir, "--idle-timeout", "1") as (process, paths):
+    # That a connected client keeps it from idling is checked in process, at the moment
+    # the test chooses (test_server_edges.py): no waiting out a deadline here.
+    with running_server(server_dir, "--idle-timeout", "2") as (process, paths):
         with SyncEngine(arch=ARCH, server=str(paths.socket)) as engine:
             assert engine.compile(CompileJob(scale_kernel())).ok
-            time.sleep(1.5)
-            assert process.poll() is None  # a client is connected: not idle
         process.wait(timeout=30)  # no client: it stops by itself
     assert process.returncode == 0
     assert not paths.socket.exists()

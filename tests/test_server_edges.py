@@ -421,6 +421,7 @@ async def test_a_client_connecting_at_the_idle_deadline_is_served_or_starts_a_ne
         async with Engine(arch=ARCH, server=str(paths.socket)) as engine:
             assert (await engine.compile(CompileJob(scale_kernel(4.5)))).ok
             assert engine.where == f"on the compile server (pid {os.getpid()})"
+            assert not server.retire_if_idle()  # a client is connected: not idle
         await wait_until(lambda: server.status()["clients"] == 0)
         assert server.retire_if_idle()
         assert not paths.socket.exists() and not server.accepting()
