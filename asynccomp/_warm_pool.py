@@ -41,6 +41,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from ._warm_worker import dumps, frame
@@ -137,6 +138,18 @@ def _rss(pid: int) -> int:
         return 0
 
 
+def _worker_environment() -> dict[str, str]:
+    """The pool's environment, with the folder holding this ``asynccomp`` first on
+    ``PYTHONPATH``: a worker runs the same asynccomp as its pool even where that one was
+    found through a ``sys.path`` entry made at run time (a checkout beside an installed
+    copy)."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    rest = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = root + (os.pathsep + rest if rest else "")
+    return env
+
+
 class WarmPool:
     """``workers`` warm processes running ``(fn, args)`` tasks; see the module's docstring.
 
@@ -181,8 +194,17 @@ class WarmPool:
 
     # -- the public calls ------------------------------------------------------------
 
-    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> list[TaskResult]:
-        """Run ``fn(*args)`` for every ``args`` on the warm workers; results in order."""
+    def map(
+        self,
+        fn: Callable[..., Any],
+        tasks: Sequence[tuple[Any, ...]],
+        on_result: Callable[[int, TaskResult], None] | None = None,
+    ) -> list[TaskResult]:
+        """Run ``fn(*args)`` for every ``args`` on the warm workers; results in order.
+
+        ``on_result(index, result)``, if given, is called in this thread as each task
+        ends (in completion order), so a caller can act on early results while later
+        tasks still run; an exception it raises ends the batch as any other would."""
         payloads = [frame(dumps((fn, args))) for args in tasks]
         with self._lock:
             if self._closed:
@@ -190,7 +212,7 @@ class WarmPool:
             self._cancel_idle_timer()
             try:
                 self._fill()
-                results = self._run(payloads)
+                results = self._run(payloads, on_result)
             except BaseException:
                 self.close()
                 raise
@@ -258,6 +280,7 @@ class WarmPool:
                 ],
                 pass_fds=(tasks_read, results_write),
                 start_new_session=True,
+                env=_worker_environment(),
             )
         except BaseException:
             for fd in (tasks_read, tasks_write, results_read, results_write):
@@ -332,8 +355,13 @@ class WarmPool:
 
     # -- running tasks ----------------------------------------------------------------
 
-    def _run(self, payloads: list[bytes]) -> list[TaskResult]:
+    def _run(
+        self,
+        payloads: list[bytes],
+        on_result: Callable[[int, TaskResult], None] | None = None,
+    ) -> list[TaskResult]:
         results: list[TaskResult | None] = [None] * len(payloads)
+        reported = [False] * len(payloads)
         queue = collections.deque(range(len(payloads)))
         while queue or any(w.state is _State.BUSY for w in self._workers.values()):
             for worker in [w for w in self._workers.values() if w.state is _State.IDLE]:
@@ -344,6 +372,11 @@ class WarmPool:
                     queue.appendleft(task)  # it died idle: the task never started
             self._poll(self._wait(), results)
             self._check(results)
+            if on_result is not None:
+                for index, result in enumerate(results):
+                    if result is not None and not reported[index]:
+                        reported[index] = True
+                        on_result(index, result)
         return [result for result in results if result is not None]
 
     def _wait(self, deadline: float = math.inf) -> float | None:
