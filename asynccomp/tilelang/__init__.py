@@ -53,7 +53,7 @@ renders jobs for given paths; :func:`register` raises ``ImportError``.
 
 from __future__ import annotations
 
-from ._errors import TileLangCompileError, TileLangCompileTimeout
+from ._errors import TileLangCompileError, TileLangCompileTimeout, TileLangLoweringCrashed
 from ._facade import (
     BACKEND_ENV,
     CALLBACK_NAME,
@@ -73,6 +73,7 @@ __all__ = (
     "PassConfig",
     "TileLangCompileError",
     "TileLangCompileTimeout",
+    "TileLangLoweringCrashed",
     "TileLangPaths",
     "compile_cuda",
     "engine",

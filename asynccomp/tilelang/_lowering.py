@@ -82,23 +82,32 @@ def _symbol(func_or_mod: Any) -> str:
 
 
 def _portable(exc: BaseException) -> BaseException:
-    """``exc`` if it pickles (what the parent re-raises), else a ``RuntimeError`` with
-    its type and message; either with the worker's traceback as a note."""
+    """What the parent re-raises for ``exc``, with the worker's traceback as a note:
+    ``exc`` if it pickles; else the same type made from its ``args`` (a TVM error holds
+    its C++ error object, which does not pickle: the message is its first argument);
+    else a ``RuntimeError`` with its type and message."""
     import pickle
 
     import cloudpickle
 
     trace = "".join(traceback.format_exception(exc))
     note = f"raised in an asynccomp lowering worker (pid {os.getpid()}):\n{trace}"
-    try:
-        clone = pickle.loads(cloudpickle.dumps(exc))
-    except Exception:
-        clone = RuntimeError(f"{type(exc).__name__}: {exc}")
-    if isinstance(clone, BaseException) and type(clone) is type(exc):
-        exc.add_note(note)
-        return exc
-    clone.add_note(note)
-    return clone
+    candidates: list[Callable[[], BaseException]] = [
+        lambda: exc,
+        lambda: type(exc)(*exc.args),
+        lambda: RuntimeError(f"{type(exc).__name__}: {exc}"),
+    ]
+    for make in candidates:
+        try:
+            clone = make()
+            if str(clone) != str(exc) and make is not candidates[-1]:
+                continue
+            pickle.loads(cloudpickle.dumps(clone))
+        except Exception:
+            continue
+        clone.add_note(note)
+        return clone
+    return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
 def warm_up(sys_path: list[str]) -> None:

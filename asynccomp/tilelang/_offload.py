@@ -62,8 +62,10 @@ def installed() -> bool:
 
 
 def install(workers: int | None = None) -> None:
-    """Put the replacements in place and start the workers (idempotent: a second call
-    with another ``workers`` restarts them)."""
+    """Put the replacements in place (idempotent; another ``workers`` ends the workers
+    running). The workers start with the first autotune or ``par_compile`` (importing
+    TileLang in each: seconds of CPU a user who only calls ``tilelang.compile`` should
+    not pay) and live on, warm, for the next ones."""
     global _workers
     import sys
 
@@ -84,7 +86,6 @@ def install(workers: int | None = None) -> None:
         AutoTuneImpl._make_jit_compile_func = _make_jit_compile_func
         jit_module.par_compile = tilelang.par_compile = par_compile
         _answers.install()
-    _pool.pool(size)  # the workers start importing TileLang now, not at the first autotune
 
 
 def uninstall() -> None:
