@@ -1,11 +1,14 @@
 """A TileLang matmul autotune's compile phase: TileLang's own compile vs asynccomp's.
 
     python benchmarks/tilelang_sweep.py [--configs 64] [--modes ...] [--group 4]
-        [--passes 2] [--size 1024] [--server] [--no-gpu] [--json OUT]
+        [--passes 2] [--size 1024] [--entry from_kernel|decorator] [--server] [--no-gpu]
+        [--json OUT]
 
 64 configurations of TileLang's classic fp16 matmul (fp32 accumulate): block_M, block_N
 in {64, 128}, block_K in {32, 64}, num_stages in {2, 3}, threads in {128, 256},
-rasterization on/off. Each mode runs TileLang's own ``AutoTuner.run()`` over them, with
+rasterization on/off. Each mode runs TileLang's own ``AutoTuner.run()`` over them
+(``--entry decorator``: the same kernels through ``@tilelang.autotune`` over
+``@tilelang.jit``, whose compiles TileLang runs under one lock), with
 its benchmarking replaced by a stub that records each compiled kernel, so the wall time
 is the compile phase alone (lowering + the compile callback), with TileLang's own
 threads (``int(0.9 * CPUs)`` compile workers; ``--threads N`` sets them, at most the
@@ -19,6 +22,11 @@ CPUs, for every mode):
 - ``asynccomp-nvrtc``: ``register(backend="nvrtc", pch=True)``: NVRTC worker processes
   that keep a precompiled header of TileLang's headers (another compiler: other SASS);
 - ``asynccomp-nvrtc-nopch``: the same without the PCH (not in the default list);
+- ``asynccomp-nvcc-grouped``, ``asynccomp-nvrtc-grouped`` (not in the default list):
+  TileLang's grouped compile with ``register()``;
+- ``asynccomp-nvcc-inprocess``, ``asynccomp-nvrtc-inprocess`` (not in the default list):
+  ``register(lower_in_workers=False)``, TileLang's own threads lowering in this process
+  (every other asynccomp mode lowers in worker processes, ``register()``'s default);
 - ``lowering-only``: a callback that answers at once with the binary an earlier mode
   built for that source: TileLang's own lowering and bookkeeping, the floor of the
   compile phase whatever compiles (it runs last).
@@ -33,9 +41,13 @@ asynccomp's or NVRTC's answers) and TileLang's own modes do the same work again.
 asynccomp's engine runs in this process (``--server``: on the compile server, started if
 none runs; warm for later modes), with one NVRTC worker / nvcc slot per CPU.
 
-Checked after the timing: every kernel's source is the same in every mode (lowering does
-not depend on the compiler), and ``cuobjdump -sass`` of asynccomp's nvcc binary equals
-TileLang's for each (the NVRTC one is counted, not expected). With a GPU (unless
+Each mode's line gives its sources' digest and its best config (a stub "latency" made
+from each kernel's function, so the same functions give the same best config): compare
+them between runs of one mode per process, the fair measurement. Checked after the
+timing: every kernel's source is the same in every mode (lowering does not depend on
+the compiler or the process; grouped modes with grouped modes), and ``cuobjdump -sass``
+of asynccomp's nvcc binary equals TileLang's for each (the NVRTC one is counted, not
+expected). With a GPU (unless
 ``--no-gpu``), every kernel of every mode runs through TileLang on the same inputs and is
 compared with torch (``relu(A @ B)`` in fp32, then fp16; atol=rtol=1e-2), and each
 asynccomp kernel's output with TileLang's own for the same configuration (bitwise: ``equal``).
@@ -443,14 +455,15 @@ def run_on_gpu(kernels: dict[str, dict[str, Any]], size: int) -> dict[str, Any]:
             flush=True,
         )
     faulthandler.cancel_dump_traceback_later()
-    if "tilelang" in outputs:
-        theirs = outputs["tilelang"]
-        for mode, got in outputs.items():
-            if mode == "tilelang":
-                continue
-            common = [k for k in got if k in theirs]
-            summary[mode]["equal_to_tilelang"] = sum(torch.equal(got[k], theirs[k]) for k in common)
-            summary[mode]["compared_to_tilelang"] = len(common)
+    # Each asynccomp mode against TileLang's mode that builds the same sources.
+    for mode, got in outputs.items():
+        reference = "tilelang-grouped" if mode.endswith("grouped") else "tilelang"
+        if mode.startswith("tilelang") or reference not in outputs:
+            continue
+        theirs = outputs[reference]
+        common = [k for k in got if k in theirs]
+        summary[mode]["equal_to_tilelang"] = sum(torch.equal(got[k], theirs[k]) for k in common)
+        summary[mode]["compared_to_tilelang"] = len(common)
     return summary
 
 

@@ -67,7 +67,7 @@ def install() -> None:
         module = importlib.import_module(name)  # `tilelang.engine.lower` is also a function
         if module.__name__ not in _originals:
             _originals[module.__name__] = module.lower_to_host_device_ir
-            module.lower_to_host_device_ir = _answered(module.lower_to_host_device_ir)
+            setattr(module, "lower_to_host_device_ir", _answered(module.lower_to_host_device_ir))  # noqa: B010
 
 
 def uninstall() -> None:
@@ -75,5 +75,5 @@ def uninstall() -> None:
     import sys
 
     for name, original in _originals.items():
-        sys.modules[name].lower_to_host_device_ir = original  # type: ignore[attr-defined]
+        setattr(sys.modules[name], "lower_to_host_device_ir", original)  # noqa: B010
     _originals.clear()

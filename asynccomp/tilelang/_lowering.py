@@ -105,9 +105,15 @@ def _portable(exc: BaseException) -> BaseException:
             pickle.loads(cloudpickle.dumps(clone))
         except Exception:
             continue
-        clone.add_note(note)
+        _add_note(clone, note)
         return clone
     return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    add = getattr(exc, "add_note", None)  # Python 3.11: shown under the traceback
+    if add is not None:
+        add(note)
 
 
 def warm_up(sys_path: list[str]) -> None:
@@ -124,7 +130,7 @@ def warm_up(sys_path: list[str]) -> None:
     env.disable_cache()
     for name in ("tilelang.engine.lower", "tilelang.autotuner.grouped_compile"):
         module = importlib.import_module(name)  # `tilelang.engine.lower` is also a function
-        module.lower_to_host_device_ir = _capture(module.lower_to_host_device_ir)
+        setattr(module, "lower_to_host_device_ir", _capture(module.lower_to_host_device_ir))  # noqa: B010
 
 
 def lower(packed: Packed) -> Lowered | Raised:

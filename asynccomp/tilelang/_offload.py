@@ -84,7 +84,8 @@ def install(workers: int | None = None) -> None:
         _originals["par_compile"] = jit_module.par_compile
         AutoTuner._prepare_compile_execution = _prepare_compile_execution
         AutoTuneImpl._make_jit_compile_func = _make_jit_compile_func
-        jit_module.par_compile = tilelang.par_compile = par_compile
+        setattr(jit_module, "par_compile", par_compile)  # noqa: B010
+        tilelang.par_compile = par_compile
         _answers.install()
 
 
@@ -99,7 +100,8 @@ def uninstall() -> None:
         AutoTuner._prepare_compile_execution = _originals.pop("prepare")
         AutoTuneImpl._make_jit_compile_func = _originals.pop("make_compile")
         par_compile = _originals.pop("par_compile")
-        sys.modules["tilelang.jit"].par_compile = tilelang.par_compile = par_compile
+        setattr(sys.modules["tilelang.jit"], "par_compile", par_compile)  # noqa: B010
+        tilelang.par_compile = par_compile
         _answers.uninstall()
     _pool.close()
 
