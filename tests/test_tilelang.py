@@ -459,16 +459,16 @@ def test_autotune_lowers_in_workers_with_tilelangs_results(
     """``AutoTuner.run``, grouped or not: every config elaborated and lowered in a worker
     (none here), the same sources and the same best config as TileLang's own path."""
     atl.register(on_result=results.append, lower_in_workers=False)
-    theirs = {grouped: autotune(matmul, CONFIGS, grouped) for grouped in (False, True)}
+    theirs = {grouped: autotune(matmul, CONFIGS[:2], grouped) for grouped in (False, True)}
     their_sources, sweep.sources = sweep.sources, []
-    assert len(lowerings_here) == 6
+    assert len(lowerings_here) == 4
     lowerings_here.clear()
     atl.register(on_result=results.append, lowering_workers=2)
-    ours = {grouped: autotune(matmul, CONFIGS, grouped) for grouped in (False, True)}
+    ours = {grouped: autotune(matmul, CONFIGS[:2], grouped) for grouped in (False, True)}
     assert lowerings_here == []
     assert ours == theirs
     assert sorted(sweep.sources) == sorted(their_sources)
-    assert all(r.ok for r in results) and len(results) == 2 * (3 + 2)  # grouped: 2 + 1
+    assert all(r.ok for r in results) and len(results) == 2 * (2 + 1)  # grouped: one compile
 
 
 def decorated(configs: list[dict[str, Any]]) -> Any:
@@ -546,6 +546,7 @@ def notebook_factory(lock: object, monkeypatch: pytest.MonkeyPatch) -> Any:
     return main.factory(256)
 
 
+@needs_nvcc
 def test_factories_from_notebooks_and_main_lower_in_workers(
     monkeypatch: pytest.MonkeyPatch,
     lowerings_here: list[str],

@@ -244,15 +244,15 @@ def _prepare_compile_execution(
 ) -> Any:
     own = _originals["prepare"]
     plan = _plan(self, compile_func, elaborate_func)
+    if isinstance(plan, _Plan) and grouped_compile_active:
+        grouped = _grouped(self, plan, config_args, group_compile_size, elaborate_func)
+        if not isinstance(grouped, str):
+            return grouped
+        plan = grouped
     packed: list[Packed] = []
     if isinstance(plan, _Plan):
-        for i, config_arg in enumerate(config_args):
-            compile_call: Any = (
-                GroupedCall(self._merge_pass_configs_into_compile_args(None), i)
-                if grouped_compile_active
-                else plan.compile_call(config_arg)
-            )
-            one = _pack(Recipe(plan.elaborate(config_arg), compile_call))
+        for config_arg in config_args:
+            one = _pack(Recipe(plan.elaborate(config_arg), plan.compile_call(config_arg)))
             if isinstance(one, str):
                 plan = one
                 break
@@ -267,8 +267,6 @@ def _prepare_compile_execution(
             compile_func,
             elaborate_func,
         )
-    if grouped_compile_active:
-        return _grouped(self, plan, config_args, group_compile_size, elaborate_func)
     bind = _on_device()
     units = []
     for i, config_arg in enumerate(config_args):
@@ -314,12 +312,13 @@ def _grouped(
     elaborate_func: Callable[..., Any],
 ) -> Any:
     """TileLang's grouped units (its bucketing by per-config pass configs), each
-    finished by its own ``compile_grouped_unit_tvm_ffi``."""
+    finished by its own ``compile_grouped_unit_tvm_ffi``; or why not (a factory that
+    does not pickle), the configs untouched."""
     from tilelang.autotuner.grouped_compile import compile_grouped_unit_tvm_ffi
 
     buckets: dict[Any, list[tuple[int, dict[str, Any], Any]]] = {}
     for i, cfg in enumerate(config_args):
-        per_config = cfg.pop(_PASS_CONFIGS_KEY, None)
+        per_config = cfg.get(_PASS_CONFIGS_KEY)
         key = tuple(sorted(per_config.items())) if per_config else None
         buckets.setdefault(key, []).append((i, cfg, per_config))
     bind = _on_device()
@@ -334,7 +333,8 @@ def _grouped(
             recipes = []
             for i, cfg in unit_items:
                 packed = _pack(Recipe(plan.elaborate(cfg), GroupedCall(compile_args, i)))
-                assert not isinstance(packed, str)  # the same recipes packed already
+                if isinstance(packed, str):
+                    return packed  # nothing changed yet: TileLang's own path takes over
                 recipes.append(packed)
 
             def finish(
@@ -359,6 +359,8 @@ def _grouped(
 
             units.append(Unit(recipes, finish))
             units_items.append(unit_items)
+    for config_arg in config_args:  # as TileLang's own grouped path leaves them
+        config_arg.pop(_PASS_CONFIGS_KEY, None)
     batch = Batch(_pool.pool(_workers or _cpus()), units, _finishers(tuner))
     desc = "Compiling configurations (grouped)"
     return batch, batch.futures, dict(zip(batch.futures, units_items, strict=True)), desc
