@@ -13,7 +13,7 @@
   sets on the shared ``JITImpl``); here each config gets its own merged pass configs and
   nothing is shared, so nothing is locked. Called directly it is TileLang's.
 - ``tilelang.par_compile`` (``JITImpl.par_compile`` calls it): each ``PrimFunc`` lowered
-  in a worker.
+  in a worker (:mod:`._par_compile`).
 
 Anything else (another execution backend or target, a ``jit_compile`` of the user's, a
 decorator with ``debug_root_path``) runs as TileLang runs it. A factory that does not
@@ -23,18 +23,16 @@ load in a worker likewise, per config.
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from . import _answers, _pool
 from ._lowering import (
     Call,
     CompileCall,
-    Given,
     GroupedCall,
     JitElaborate,
     Lowered,
@@ -84,6 +82,8 @@ def install(workers: int | None = None) -> None:
         _originals["par_compile"] = jit_module.par_compile
         AutoTuner._prepare_compile_execution = _prepare_compile_execution
         AutoTuneImpl._make_jit_compile_func = _make_jit_compile_func
+        from ._par_compile import par_compile
+
         setattr(jit_module, "par_compile", par_compile)  # noqa: B010
         tilelang.par_compile = par_compile
         _answers.install()
@@ -374,86 +374,3 @@ def _finishers(tuner: Any) -> int:
     if int(env.TILELANG_AUTO_TUNING_CPU_COUNTS) > 0:
         return int(tuner._resolve_num_compile_workers())
     return _cpus()
-
-
-def par_compile(
-    funcs: Iterable[Any],
-    out_idx: Any = None,
-    execution_backend: Any = None,
-    target: Any = None,
-    target_host: Any = None,
-    verbose: Any = None,
-    pass_configs: Any = None,
-    compile_flags: Any = None,
-    num_workers: int | None = None,
-    ignore_error: bool = False,
-) -> list[Any]:
-    """``tilelang.par_compile``, each function lowered in a worker (see the module's doc)."""
-    from tqdm.auto import tqdm
-
-    funcs = list(funcs)
-    call = CompileCall(
-        out_idx, execution_backend, target, target_host, verbose, pass_configs, compile_flags
-    )
-    why = _par_compile_unsupported(call) if funcs else "nothing to compile"
-    packed = [] if why else [_pack(Recipe(Given(f), call)) for f in funcs]
-    why = why or next((p for p in packed if isinstance(p, str)), None)
-    if why:
-        own: Callable[..., list[Any]] = _originals["par_compile"]
-        return own(
-            funcs, out_idx, execution_backend, target, target_host, verbose, pass_configs,
-            compile_flags, num_workers, ignore_error,
-        )  # fmt: skip
-    units = []
-    for func, one in zip(funcs, packed, strict=True):
-
-        def finish(outcomes: list[Outcome], func: Any = func) -> Any:
-            (outcome,) = outcomes
-            if isinstance(outcome, Lowered) and outcome.symbol:
-                with _answers.answering({outcome.symbol: outcome}):
-                    return call(func)
-            return call(func)
-
-        assert not isinstance(one, str)
-        units.append(Unit([one], finish))
-    batch = Batch(_pool.pool(_workers or _cpus()), units, num_workers or min(len(funcs), _cpus()))
-    results: list[Any] = [None] * len(funcs)
-    index = {future: i for i, future in enumerate(batch.futures)}
-    tilelang_logger = logging.getLogger("tilelang.jit")
-    try:
-        for future in tqdm(
-            concurrent.futures.as_completed(batch.futures),
-            total=len(funcs),
-            desc="Parallel Compiling",
-        ):
-            i = index[future]
-            if ignore_error:
-                try:
-                    results[i] = future.result()
-                except Exception as e:
-                    tilelang_logger.warning(f"Error compiling function at index {i}: {e}")
-                    results[i] = None
-            else:
-                results[i] = future.result()
-    finally:
-        batch.shutdown()
-    return results
-
-
-def _par_compile_unsupported(call: CompileCall) -> str | None:
-    from tilelang import env
-    from tilelang.backend.module import create_backend_context
-
-    try:
-        context = create_backend_context(
-            call.target if call.target is not None else env.get_default_target(),
-            call.target_host,
-            call.execution_backend
-            if call.execution_backend is not None
-            else env.get_default_execution_backend(),
-        )
-    except Exception as exc:  # TileLang's own call raises it, as it would
-        return str(exc)
-    if context.target.kind.name != "cuda" or context.execution_backend.name != "tvm_ffi":
-        return "only CUDA with tvm_ffi is lowered in workers"
-    return None
