@@ -164,8 +164,17 @@ class WarmPool:
 
     # -- the public calls ------------------------------------------------------------
 
-    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> list[TaskResult]:
-        """Run ``fn(*args)`` for every ``args`` on the warm workers; results in order."""
+    def map(
+        self,
+        fn: Callable[..., Any],
+        tasks: Sequence[tuple[Any, ...]],
+        on_result: Callable[[int, TaskResult], None] | None = None,
+    ) -> list[TaskResult]:
+        """Run ``fn(*args)`` for every ``args`` on the warm workers; results in order.
+
+        ``on_result(index, result)``, if given, is called in this thread as each task
+        ends (in completion order), so a caller can act on early results while later
+        tasks still run; an exception it raises ends the batch as any other would."""
         payloads = [frame(dumps((fn, args))) for args in tasks]
         with self._lock:
             if self._closed:
@@ -173,7 +182,7 @@ class WarmPool:
             self._cancel_idle_timer()
             try:
                 self._fill()
-                results = self._run(payloads)
+                results = self._run(payloads, on_result)
             except BaseException:
                 self.close()
                 raise
@@ -318,8 +327,13 @@ class WarmPool:
 
     # -- running tasks ----------------------------------------------------------------
 
-    def _run(self, payloads: list[bytes]) -> list[TaskResult]:
+    def _run(
+        self,
+        payloads: list[bytes],
+        on_result: Callable[[int, TaskResult], None] | None = None,
+    ) -> list[TaskResult]:
         results: list[TaskResult | None] = [None] * len(payloads)
+        reported = [False] * len(payloads)
         queue = collections.deque(range(len(payloads)))
         while queue or any(w.state is _State.BUSY for w in self._workers.values()):
             for worker in [w for w in self._workers.values() if w.state is _State.IDLE]:
@@ -330,6 +344,11 @@ class WarmPool:
                     queue.appendleft(task)  # it died idle: the task never started
             self._poll(self._wait(), results)
             self._check(results)
+            if on_result is not None:
+                for index, result in enumerate(results):
+                    if result is not None and not reported[index]:
+                        reported[index] = True
+                        on_result(index, result)
         return [result for result in results if result is not None]
 
     def _wait(self, deadline: float = math.inf) -> float | None:

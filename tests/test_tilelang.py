@@ -4,7 +4,11 @@ one. Its CI step is a venv of its own (.ci/run)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -367,3 +371,280 @@ def test_the_cache_follows_tilelangs_and_cutlasss_real_headers(
         assert results[-1].cached is False, f"an edit of {header.name} was a stale hit"
         atl.compile_cuda(code, "sm_90a")
         assert results[-1].cached is True
+
+
+# -- Lowering in worker processes (issue 27) ------------------------------------------
+
+
+def crashing_matmul(block_m: int = 64, crash: bool = False) -> Any:
+    """A kernel factory whose ``crash=True`` config kills the process elaborating it, as
+    a crash inside TileLang would."""
+    if crash:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return matmul(block_m, 64)
+
+
+class Sweep:
+    """What TileLang's autotuner built: each kernel's source, and a "latency" of its
+    function (no GPU to time on), the same in every mode that builds the same function,
+    so the best configuration must be the same too."""
+
+    def __init__(self) -> None:
+        self.sources: list[str] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, jit_kernel: Any) -> tuple[float, None]:
+        from tvm import ir
+
+        with self.lock:
+            self.sources.append(jit_kernel.get_kernel_source())
+        return 1.0 + ir.structural_hash(jit_kernel.prim_func) % 1_000_003 / 1000.0, None
+
+
+@pytest.fixture
+def sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Sweep:
+    from tilelang.autotuner import AutoTuner
+
+    monkeypatch.chdir(tmp_path)  # the autotuner writes autotuner.log here
+    recorded = Sweep()
+
+    def benchmark(tuner: Any, jit_kernel: Any, *args: Any, **kwargs: Any) -> tuple[float, None]:
+        return recorded(jit_kernel)
+
+    monkeypatch.setattr(AutoTuner, "_benchmark_target", benchmark)
+    return recorded
+
+
+@pytest.fixture
+def lowerings_here(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The functions TileLang lowers in this process (its ``lower_to_host_device_ir``,
+    counted where the facade finds it). Before ``results``/``register`` in a test's
+    arguments: torn down after ``unregister``."""
+    import importlib
+
+    lowered: list[str] = []
+    for name in ("tilelang.engine.lower", "tilelang.autotuner.grouped_compile"):
+        module = importlib.import_module(name)
+        original = module.lower_to_host_device_ir
+
+        def counting(func: Any, *args: Any, original: Any = original, **kwargs: Any) -> Any:
+            lowered.append(str(func.attrs["global_symbol"]))
+            return original(func, *args, **kwargs)
+
+        monkeypatch.setattr(module, "lower_to_host_device_ir", counting)
+    yield lowered
+
+
+def autotune(kernel: Any, configs: list[dict[str, Any]], grouped: bool = False) -> Any:
+    from tilelang.autotuner import AutoTuner
+
+    tuner = AutoTuner.from_kernel(kernel=kernel, configs=configs)
+    tuner.set_compile_args(out_idx=[-1], target=TARGET).set_profile_args(skip_check=True)
+    return tuner.run(
+        warmup=1, rep=1, timeout=0, enable_grouped_compile=grouped, group_compile_size=2
+    ).config
+
+
+CONFIGS = [
+    {"block_m": 64, "block_n": 64},
+    {"block_m": 64, "block_n": 128},
+    {"block_m": 128, "block_n": 64},
+]
+
+
+@needs_nvcc
+def test_autotune_lowers_in_workers_with_tilelangs_results(
+    lowerings_here: list[str], results: list[CompileResult], sweep: Sweep
+) -> None:
+    """``AutoTuner.run``, grouped or not: every config elaborated and lowered in a worker
+    (none here), the same sources and the same best config as TileLang's own path."""
+    atl.register(on_result=results.append, lower_in_workers=False)
+    theirs = {grouped: autotune(matmul, CONFIGS[:2], grouped) for grouped in (False, True)}
+    their_sources, sweep.sources = sweep.sources, []
+    assert len(lowerings_here) == 4
+    lowerings_here.clear()
+    atl.register(on_result=results.append, lowering_workers=2)
+    ours = {grouped: autotune(matmul, CONFIGS[:2], grouped) for grouped in (False, True)}
+    assert lowerings_here == []
+    assert ours == theirs
+    assert sorted(sweep.sources) == sorted(their_sources)
+    assert all(r.ok for r in results) and len(results) == 2 * (2 + 1)  # grouped: one compile
+
+
+def decorated(configs: list[dict[str, Any]]) -> Any:
+    @tilelang.autotune(configs=configs, warmup=1, rep=1, timeout=0, skip_check=True)  # type: ignore[untyped-decorator]
+    @tilelang.jit(out_idx=[-1], target=TARGET)  # type: ignore[untyped-decorator]
+    def kernel(block_m: int = 64, block_n: int = 64) -> Any:
+        return matmul(block_m, block_n)
+
+    return kernel
+
+
+@needs_nvcc
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one compile thread per CPU")
+def test_the_decorator_compiles_configs_together(
+    lowerings_here: list[str], results: list[CompileResult], sweep: Sweep
+) -> None:
+    """``@tilelang.autotune`` holds one lock around each config's whole compile
+    (``_pass_configs_lock``): with the facade two compiles are in the callback at once
+    (each waits for the other: with the lock, the first would wait alone and fail), with
+    TileLang's sources and best config."""
+    atl.register(lower_in_workers=False)
+    theirs = decorated(CONFIGS[:2])
+    theirs()
+    their_sources, sweep.sources = sweep.sources, []
+    lowerings_here.clear()
+    both = threading.Barrier(2, timeout=120)
+
+    def together(result: CompileResult) -> None:
+        results.append(result)
+        both.wait()
+
+    atl.register(on_result=together, lowering_workers=2)
+    ours = decorated(CONFIGS[:2])
+    ours()
+    assert [r.ok for r in results] == [True, True] and lowerings_here == []
+    assert sorted(sweep.sources) == sorted(their_sources)
+    best = [next(iter(d._tuner_cache.values()))[1] for d in (ours, theirs)]
+    assert best[0] == best[1]
+
+
+NOTEBOOK_CELL = """
+from __future__ import annotations  # TileLang then reads annotations in __main__'s globals
+
+
+def factory(size):
+    def kernel(block_m=64):
+        @T.prim_func
+        def main(A: T.Tensor((size, size), "float16"), B: T.Tensor((size, size), "float16")):
+            with T.Kernel(T.ceildiv(size, block_m), threads=128) as bx:
+                shared = T.alloc_shared((block_m, size), "float16")
+                T.copy(A[bx * block_m, 0], shared)
+                T.copy(shared, B[bx * block_m, 0])
+
+        with LOCK:  # a global that does not pickle, where the cell defines one
+            return main
+
+    return kernel
+"""
+
+
+def notebook_factory(lock: object, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``factory(256)`` as a notebook cell defines it: in ``__main__`` (the notebook's
+    namespace), its source only in the notebook's ``linecache``, a closure."""
+    import linecache
+    import sys
+    import types
+
+    name = f"<notebook-cell-{id(lock)}>"
+    lines = NOTEBOOK_CELL.splitlines(keepends=True)
+    monkeypatch.setitem(linecache.cache, name, (len(NOTEBOOK_CELL), None, lines, name))
+    main = types.ModuleType("__main__")
+    main.__dict__.update(T=T, LOCK=lock)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    exec(compile(NOTEBOOK_CELL, name, "exec"), main.__dict__)
+    return main.factory(256)
+
+
+@needs_nvcc
+def test_factories_from_notebooks_and_main_lower_in_workers(
+    monkeypatch: pytest.MonkeyPatch,
+    lowerings_here: list[str],
+    results: list[CompileResult],
+    sweep: Sweep,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A closure defined in ``__main__`` whose source exists only in ``linecache`` (a
+    notebook cell) elaborates in a worker, to TileLang's sources; one that does not
+    pickle (a lock in its globals) is lowered in this process, with a warning saying
+    why."""
+    configs = [{"block_m": 64}, {"block_m": 128}]
+    atl.register(lower_in_workers=False)
+    theirs = autotune(notebook_factory(contextlib.nullcontext(), monkeypatch), configs)
+    their_sources, sweep.sources = sweep.sources, []
+    lowerings_here.clear()
+    atl.register(lowering_workers=2)
+    assert autotune(notebook_factory(contextlib.nullcontext(), monkeypatch), configs) == theirs
+    assert lowerings_here == [] and sorted(sweep.sources) == sorted(their_sources)
+    sweep.sources = []
+    with caplog.at_level(logging.WARNING, logger="asynccomp.tilelang"):
+        assert autotune(notebook_factory(threading.Lock(), monkeypatch), configs) == theirs
+    assert len(lowerings_here) == 2 and sorted(sweep.sources) == sorted(their_sources)
+    assert "lowering this autotune in this process: the kernel factory does not pickle" in (
+        caplog.text
+    )
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@needs_nvcc
+def test_a_crashed_worker_fails_only_its_config(results: list[CompileResult], sweep: Sweep) -> None:
+    tuner_log = logging.getLogger("tilelang.autotuner.tuner")  # TileLang's, not propagated
+    records = Records()
+    tuner_log.addHandler(records)
+    try:
+        atl.register(on_result=results.append, lowering_workers=2)
+        configs = [{"block_m": 64}, {"block_m": 128, "crash": True}, {"block_m": 128}]
+        assert autotune(crashing_matmul, configs) in (configs[0], configs[2])
+    finally:
+        tuner_log.removeHandler(records)
+    assert len(sweep.sources) == 2 and len(results) == 2
+    assert atl._pool.pool(2).statistics().crashed == 1
+    (failed,) = [m for m in records.messages if m.startswith("Compilation failed")]
+    assert "{'block_m': 128, 'crash': True}" in failed
+    assert "the asynccomp worker process elaborating and lowering this config died" in failed
+
+
+def test_errors_are_tilelangs_per_config(
+    lowerings_here: list[str], results: list[CompileResult]
+) -> None:
+    """A config TileLang's lowering refuses raises TileLang's exception, type and
+    message, from ``par_compile`` in workers; the others are unaffected."""
+    tvm_ffi.register_global_func(atl.CALLBACK_NAME, lambda *args: b"\0", override=True)
+    bad = [matmul(8, 8, 8), matmul(64, 64, 1)]  # TVM's InternalError, a ValueError
+    theirs = []
+    for func in bad:
+        with pytest.raises(Exception) as caught:
+            tilelang.compile(func, out_idx=[-1], target=TARGET)
+        theirs.append(caught.value)
+    atl.register(lowering_workers=2)
+    tvm_ffi.register_global_func(atl.CALLBACK_NAME, lambda *args: b"\0", override=True)
+    lowerings_here.clear()
+    for func, their in zip(bad, theirs, strict=True):
+        with pytest.raises(type(their)) as caught:
+            tilelang.par_compile([func], out_idx=[-1], target=TARGET)
+        assert str(caught.value) == str(their)
+    kernels = tilelang.par_compile(
+        [*bad, matmul(64, 64)], out_idx=[-1], target=TARGET, ignore_error=True
+    )
+    assert kernels[:2] == [None, None] and kernels[2] is not None
+    assert lowerings_here == []
+
+
+def test_lowering_in_workers_opts_out() -> None:
+    """``register(lower_in_workers=False)`` and ``unregister()`` leave TileLang's own
+    functions in place, and no worker."""
+    from tilelang.autotuner.tuner import AutoTuner
+
+    own = AutoTuner._prepare_compile_execution
+    own_par_compile = tilelang.par_compile
+    try:
+        atl.register(lowering_workers=2)
+        assert AutoTuner._prepare_compile_execution is not own
+        assert tilelang.par_compile is not own_par_compile
+        atl.register(lower_in_workers=False)
+        assert AutoTuner._prepare_compile_execution is own
+        assert tilelang.par_compile is own_par_compile
+        assert atl._pool._pool is None
+        with pytest.raises(ValueError, match="lowering_workers"):
+            atl.register(lowering_workers=0)
+    finally:
+        atl.unregister()
+    assert AutoTuner._prepare_compile_execution is own

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from asynccomp._warm_pool import STOPPED_LIMIT, WarmPool
+from asynccomp._warm_pool import STOPPED_LIMIT, TaskResult, WarmPool
 from asynccomp.errors import WorkerStartFailed
 
 from . import warm_tasks
@@ -229,3 +229,42 @@ def test_the_builder_without_apache_tvm_says_what_to_install(
             asynccomp.tvm.Builder(max_workers=1)
     finally:
         _ms_builder._builder_class.cache_clear()
+
+
+def test_each_result_is_reported_as_its_task_ends(gate: Path) -> None:
+    """``map(..., on_result=f)`` calls ``f`` as each task ends, in this thread: the
+    second task here waits for the gate that the first one's report opens."""
+    pool = WarmPool(1)
+    reported: list[tuple[int, str]] = []
+
+    def on_result(index: int, result: TaskResult) -> None:
+        reported.append((index, result.outcome))
+        (gate / "open").touch()
+
+    try:
+        results = within(
+            120,
+            lambda: pool.map(
+                warm_tasks.call, [(warm_tasks.pid,), (warm_tasks.wait_open, str(gate))], on_result
+            ),
+            "map",
+        )
+    finally:
+        _close(pool, gate)
+    assert results[0].value != os.getpid() and results[1].value is True
+    assert reported == [(0, "done"), (1, "done")]
+
+
+def test_workers_run_the_pools_asynccomp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A worker imports the ``asynccomp`` its pool runs, whatever ``PYTHONPATH`` and the
+    working folder say (a checkout found through ``sys.path`` beside an installed copy)."""
+    import asynccomp
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.chdir(tmp_path)
+    pool = WarmPool(1)
+    try:
+        [result] = within(120, lambda: pool.map(warm_tasks.asynccomp_file, [()]), "map")
+    finally:
+        pool.close()
+    assert result.value == asynccomp.__file__

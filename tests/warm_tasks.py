@@ -49,6 +49,22 @@ def _wait_open(gate: Path) -> None:
         time.sleep(0.05)
 
 
+def wait_open(gate: str) -> bool:
+    """A task that ends once ``gate/open`` exists (its test opens it, or its fixture)."""
+    _wait_open(Path(gate))
+    return True
+
+
+def call(fn: Callable[..., object], *args: object) -> object:
+    return fn(*args)
+
+
+def asynccomp_file() -> str:
+    import asynccomp
+
+    return str(asynccomp.__file__)
+
+
 def start_never_ready(gate: str) -> None:
     """An initializer that hangs until ``gate/open`` exists, once it has added its
     worker's pid to ``gate/started``."""

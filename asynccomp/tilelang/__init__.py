@@ -30,6 +30,13 @@ for CUDA). One line replaces TileLang's own with this one::
   to guess, and a result whose headers are unknown is never cached (identical compiles
   in flight are still shared). TileLang's own binary
   cache (``~/.tilelang``) is not consulted.
+- **Lowering in worker processes** (``register(lower_in_workers=True)``, the default):
+  the autotuner (``AutoTuner.run``, ``@tilelang.autotune``, grouped or not) and
+  ``par_compile`` elaborate and lower each config in warm worker processes, and
+  TileLang's own code finishes each kernel here from their IR, on one thread per CPU,
+  without the decorator's lock (:mod:`._offload`): the same sources, binaries, best
+  config and per-config exceptions as TileLang alone; a crashed worker fails its config
+  only (:class:`TileLangLoweringCrashed`).
 - **Errors**: a failed compile raises :class:`TileLangCompileError` (a ``RuntimeError``,
   as TileLang's own, and an asynccomp ``CompileError``) with TileLang's message (the
   source, the compiler's output, the command); a timeout
@@ -53,7 +60,7 @@ renders jobs for given paths; :func:`register` raises ``ImportError``.
 
 from __future__ import annotations
 
-from ._errors import TileLangCompileError, TileLangCompileTimeout
+from ._errors import TileLangCompileError, TileLangCompileTimeout, TileLangLoweringCrashed
 from ._facade import (
     BACKEND_ENV,
     CALLBACK_NAME,
@@ -73,6 +80,7 @@ __all__ = (
     "PassConfig",
     "TileLangCompileError",
     "TileLangCompileTimeout",
+    "TileLangLoweringCrashed",
     "TileLangPaths",
     "compile_cuda",
     "engine",

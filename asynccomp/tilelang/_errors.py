@@ -22,7 +22,13 @@ from ..result import CompileResult
 if TYPE_CHECKING:
     from ..job import CompileJob
 
-__all__ = ("TileLangCompileError", "TileLangCompileTimeout", "message_for", "register_errors")
+__all__ = (
+    "TileLangCompileError",
+    "TileLangCompileTimeout",
+    "TileLangLoweringCrashed",
+    "message_for",
+    "register_errors",
+)
 
 
 class TileLangCompileError(CompileError, RuntimeError):
@@ -46,6 +52,11 @@ class TileLangCompileTimeout(TileLangCompileError, CompileTimeout):
     ):
         TileLangCompileError.__init__(self, message, log=log, job=job)
         self.timeout = timeout
+
+
+class TileLangLoweringCrashed(TileLangCompileError):
+    """The worker process elaborating and lowering a config died (TileLang crashed in
+    it); only that config fails."""
 
 
 _registered = False

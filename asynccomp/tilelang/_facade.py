@@ -20,6 +20,7 @@ from typing import Any, Literal
 from ..result import CompileResult
 from ..sync import SyncEngine
 from ..tvm import _runtime
+from . import _offload
 from ._errors import error_for, register_errors
 from ._render import PassConfig, TileLangPaths, make_job
 
@@ -192,6 +193,8 @@ def register(
     pch: bool = True,
     dump: bool | str | os.PathLike[str] = False,
     on_result: Callable[[CompileResult], None] | None = None,
+    lower_in_workers: bool = True,
+    lowering_workers: int | None = None,
 ) -> None:
     """Make TileLang compile CUDA through asynccomp: register
     :func:`tilelang_callback_cuda_compile` as the tvm-ffi global function
@@ -211,7 +214,17 @@ def register(
         on_result: called with every :class:`~asynccomp.CompileResult` (log, ptxas
             resources, timings, dump folder), in TileLang's thread, before the
             binary goes back to TileLang.
+        lower_in_workers: elaborate and lower the configs of TileLang's autotuner
+            (``AutoTuner.run``, ``@tilelang.autotune``, grouped or not) and the
+            functions of ``par_compile`` in warm worker processes, TileLang imported
+            once in each, and compile them on one thread per CPU, with no lock
+            (:mod:`asynccomp.tilelang._offload`); ``False``: TileLang's own threads,
+            in this process.
+        lowering_workers: how many worker processes (``None``: one per CPU); they
+            start now.
     """
+    if lowering_workers is not None and lowering_workers < 1:
+        raise ValueError(f"lowering_workers must be at least 1, got {lowering_workers}")
     if backend not in (None, "nvcc", "nvrtc"):
         raise ValueError(f"backend must be 'nvcc', 'nvrtc' or None, got {backend!r}")
     _import_tilelang()
@@ -228,6 +241,10 @@ def register(
         _state.settings = settings
         tvm_ffi.register_global_func(CALLBACK_NAME, tilelang_callback_cuda_compile, override=True)
         _state.registered = True
+        if lower_in_workers:
+            _offload.install(lowering_workers)
+        else:
+            _offload.uninstall()
 
 
 def unregister() -> None:
@@ -240,6 +257,7 @@ def unregister() -> None:
         tvm_ffi.register_global_func(CALLBACK_NAME, own, override=True)
         _state.registered = False
         _state.settings = _Settings()
+        _offload.uninstall()
 
 
 def registered() -> bool:
@@ -254,6 +272,10 @@ def engine() -> SyncEngine:
 
 
 def shutdown() -> None:
-    """Close the process-wide engine now (also done at interpreter exit); the next
-    compile starts a fresh one."""
+    """Close the process-wide engine and end the lowering workers now (also done at
+    interpreter exit); the next compile starts a fresh engine, the next autotune fresh
+    workers."""
+    from . import _pool
+
+    _pool.close()
     _runtime.shutdown()

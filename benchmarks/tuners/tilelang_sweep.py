@@ -1,11 +1,14 @@
 """A TileLang matmul autotune's compile phase: TileLang's own compile vs asynccomp's.
 
     python -m benchmarks.tuners.tilelang_sweep [--configs 64] [--modes ...] [--group 4]
-        [--passes 2] [--size 1024] [--server] [--no-gpu] [--json OUT]
+        [--passes 2] [--size 1024] [--entry from_kernel|decorator] [--server] [--no-gpu]
+        [--json OUT]
 
 64 configurations of TileLang's classic fp16 matmul (fp32 accumulate): block_M, block_N
 in {64, 128}, block_K in {32, 64}, num_stages in {2, 3}, threads in {128, 256},
-rasterization on/off. Each mode runs TileLang's own ``AutoTuner.run()`` over them, with
+rasterization on/off. Each mode runs TileLang's own ``AutoTuner.run()`` over them
+(``--entry decorator``: the same kernels through ``@tilelang.autotune`` over
+``@tilelang.jit``, whose compiles TileLang runs under one lock), with
 its benchmarking replaced by a stub that records each compiled kernel, so the wall time
 is the compile phase alone (lowering + the compile callback), with TileLang's own
 threads (``int(0.9 * CPUs)`` compile workers; ``--threads N`` sets them, at most the
@@ -19,6 +22,11 @@ CPUs, for every mode):
 - ``asynccomp-nvrtc``: ``register(backend="nvrtc", pch=True)``: NVRTC worker processes
   that keep a precompiled header of TileLang's headers (another compiler: other SASS);
 - ``asynccomp-nvrtc-nopch``: the same without the PCH (not in the default list);
+- ``asynccomp-nvcc-grouped``, ``asynccomp-nvrtc-grouped`` (not in the default list):
+  TileLang's grouped compile with ``register()``;
+- ``asynccomp-nvcc-inprocess``, ``asynccomp-nvrtc-inprocess`` (not in the default list):
+  ``register(lower_in_workers=False)``, TileLang's own threads lowering in this process
+  (every other asynccomp mode lowers in worker processes, ``register()``'s default);
 - ``lowering-only``: a callback that answers at once with the binary an earlier mode
   built for that source: TileLang's own lowering and bookkeeping, the floor of the
   compile phase whatever compiles (it runs last).
@@ -33,9 +41,13 @@ asynccomp's or NVRTC's answers) and TileLang's own modes do the same work again.
 asynccomp's engine runs in this process (``--server``: on the compile server, started if
 none runs; warm for later modes), with one NVRTC worker / nvcc slot per CPU.
 
-Checked after the timing: every kernel's source is the same in every mode (lowering does
-not depend on the compiler), and ``cuobjdump -sass`` of asynccomp's nvcc binary equals
-TileLang's for each (the NVRTC one is counted, not expected). With a GPU (unless
+Each mode's line gives its sources' digest and its best config (a stub "latency" made
+from each kernel's function, so the same functions give the same best config): compare
+them between runs of one mode per process, the fair measurement. Checked after the
+timing: every kernel's source is the same in every mode (lowering does not depend on
+the compiler or the process; grouped modes with grouped modes), and ``cuobjdump -sass``
+of asynccomp's nvcc binary equals TileLang's for each (the NVRTC one is counted, not
+expected). With a GPU (unless
 ``--no-gpu``), every kernel of every mode runs through TileLang on the same inputs and is
 compared with torch (``relu(A @ B)`` in fp32, then fp16; atol=rtol=1e-2), and each
 asynccomp kernel's output with TileLang's own for the same configuration (bitwise: ``equal``).
@@ -68,7 +80,14 @@ os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
 import tilelang.language as T
 
 MODES = ("tilelang", "tilelang-grouped", "asynccomp-nvcc", "asynccomp-nvrtc", "lowering-only")
-ALL_MODES = (*MODES, "asynccomp-nvrtc-nopch")
+ALL_MODES = (
+    *MODES,
+    "asynccomp-nvrtc-nopch",
+    "asynccomp-nvcc-grouped",
+    "asynccomp-nvrtc-grouped",
+    "asynccomp-nvcc-inprocess",
+    "asynccomp-nvrtc-inprocess",
+)
 #: What "lowering-only" answers with: each kernel's binary from an earlier mode, by source.
 EARLIER: dict[str, bytes] = {}
 CONFIGS = [
@@ -79,9 +98,41 @@ CONFIGS = [
 ]
 
 
+def program(
+    size: int, block_M: int, block_N: int, block_K: int, num_stages: int, threads: int, raster: bool
+) -> Any:
+    """One configuration's ``PrimFunc``: ``relu(A @ B)``, fp16 in and out, fp32 accumulate."""
+    dtype, accum = "float16", "float32"
+
+    @T.prim_func
+    def main(
+        A: T.Tensor((size, size), dtype),
+        B: T.Tensor((size, size), dtype),
+        C: T.Tensor((size, size), dtype),
+    ):
+        with T.Kernel(T.ceildiv(size, block_N), T.ceildiv(size, block_M), threads=threads) as (
+            bx,
+            by,
+        ):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum)
+            T.use_swizzle(panel_size=10, enable=raster)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(size, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            for i, j in T.Parallel(block_M, block_N):
+                C_local[i, j] = T.max(C_local[i, j], 0)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
 def matmul(size: int) -> Any:
     """The autotuner's kernel function (TileLang checks that its closure holds plain values
-    only, so ``T`` is a global)."""
+    only, so ``program`` is a global)."""
 
     def kernel(
         block_M: int = 128,
@@ -91,33 +142,41 @@ def matmul(size: int) -> Any:
         threads: int = 128,
         raster: bool = False,
     ) -> Any:
-        dtype, accum = "float16", "float32"
+        return program(size, block_M, block_N, block_K, num_stages, threads, raster)
 
-        @T.prim_func
-        def main(
-            A: T.Tensor((size, size), dtype),
-            B: T.Tensor((size, size), dtype),
-            C: T.Tensor((size, size), dtype),
-        ):
-            with T.Kernel(T.ceildiv(size, block_N), T.ceildiv(size, block_M), threads=threads) as (
-                bx,
-                by,
-            ):
-                A_shared = T.alloc_shared((block_M, block_K), dtype)
-                B_shared = T.alloc_shared((block_K, block_N), dtype)
-                C_local = T.alloc_fragment((block_M, block_N), accum)
-                T.use_swizzle(panel_size=10, enable=raster)
-                T.clear(C_local)
-                for k in T.Pipelined(T.ceildiv(size, block_K), num_stages=num_stages):
-                    T.copy(A[by * block_M, k * block_K], A_shared)
-                    T.copy(B[k * block_K, bx * block_N], B_shared)
-                    T.gemm(A_shared, B_shared, C_local)
-                for i, j in T.Parallel(block_M, block_N):
-                    C_local[i, j] = T.max(C_local[i, j], 0)
-                T.copy(C_local, C[by * block_M, bx * block_N])
+    return kernel
 
-        return main
 
+def decorated(size: int, configs: list[dict[str, Any]], arch: str, grouped: bool, group: int):
+    """The same kernels through ``@tilelang.autotune`` over ``@tilelang.jit`` (lazy mode),
+    what TileLang's examples do; ``kernel()`` runs the autotune."""
+    import tilelang
+
+    @tilelang.autotune(configs=configs, warmup=1, rep=1, timeout=0, skip_check=True)
+    @tilelang.jit(out_idx=[-1], target={"kind": "cuda", "arch": arch})
+    def kernel(
+        block_M: int = 128,
+        block_N: int = 128,
+        block_K: int = 32,
+        num_stages: int = 2,
+        threads: int = 128,
+        raster: bool = False,
+    ) -> Any:
+        return program(size, block_M, block_N, block_K, num_stages, threads, raster)
+
+    # The decorator has no grouped-compile argument: its tuner's run() is given one.
+    if grouped:
+        make = kernel.get_tunner
+
+        def get_tunner() -> Any:
+            tuner = make()
+            run = tuner.run
+            tuner.run = lambda *a, **k: run(
+                *a, **k, enable_grouped_compile=True, group_compile_size=group
+            )
+            return tuner
+
+        kernel.get_tunner = get_tunner
     return kernel
 
 
@@ -176,8 +235,12 @@ def run_mode(mode: str, args: argparse.Namespace, kernel: Any, configs: list[dic
     cache = tempfile.mkdtemp(prefix="tl-sweep-cache-")
     os.environ["ASYNCCOMP_CACHE_DIR"] = cache
     if mode.startswith("asynccomp"):
-        backend = "nvcc" if mode == "asynccomp-nvcc" else "nvrtc"
-        atl.register(backend=backend, pch=mode == "asynccomp-nvrtc")  # type: ignore[arg-type]
+        backend = "nvcc" if mode.startswith("asynccomp-nvcc") else "nvrtc"
+        atl.register(
+            backend=backend,  # type: ignore[arg-type]
+            pch="nopch" not in mode,
+            lower_in_workers="inprocess" not in mode,
+        )
         recorder = Recorder(atl.tilelang_callback_cuda_compile)
     elif mode == "lowering-only":
         atl.unregister()
@@ -192,18 +255,24 @@ def run_mode(mode: str, args: argparse.Namespace, kernel: Any, configs: list[dic
     tvm_ffi.register_global_func("tilelang_callback_cuda_compile", recorder, override=True)
 
     kernels: dict[str, Any] = {}
+    grouped = mode.endswith("grouped")
 
     def record(self: Any, jit_kernel: Any, *rest: Any, **kw: Any) -> tuple[float, None]:
+        from tvm import ir
+
         key = digest(jit_kernel.get_kernel_source())
         if key in kernels:  # grouped: every kernel of a group has the group's source
             key = f"{key}-{len(kernels)}"
         kernels[key] = jit_kernel
-        return float(len(kernels)), None
+        # A "latency" of the kernel's function itself, the same in every mode that builds
+        # the same function: the best configuration must then be the same too.
+        return 1.0 + ir.structural_hash(jit_kernel.prim_func) % 1_000_003 / 1000.0, None
 
     original = AutoTuner._benchmark_target
     AutoTuner._benchmark_target = record
     walls: list[float] = []
     rows: list[dict[str, Any]] = []
+    best: list[dict[str, Any] | None] = []
     try:
         for number in range(args.passes):
             kernels.clear()
@@ -211,16 +280,22 @@ def run_mode(mode: str, args: argparse.Namespace, kernel: Any, configs: list[dic
             recorder.suffix = f"\n// sweep pass {number}\n" if number else ""
             t0 = time.perf_counter()
             recorder.t0 = t0
-            tuner = AutoTuner.from_kernel(kernel=kernel, configs=configs)
-            tuner.set_compile_args(out_idx=[-1], target={"kind": "cuda", "arch": args.arch})
-            tuner.set_profile_args(skip_check=True)
-            tuner.run(
-                warmup=1,
-                rep=1,
-                timeout=0,
-                enable_grouped_compile=mode == "tilelang-grouped",
-                group_compile_size=args.group,
-            )
+            if args.entry == "decorator":
+                tuned = decorated(args.size, configs, args.arch, grouped, args.group)
+                tuned()  # the autotune; its best kernel then
+                best.append(tuned._tuner_cache[next(iter(tuned._tuner_cache))][1])
+            else:
+                tuner = AutoTuner.from_kernel(kernel=kernel, configs=configs)
+                tuner.set_compile_args(out_idx=[-1], target={"kind": "cuda", "arch": args.arch})
+                tuner.set_profile_args(skip_check=True)
+                result = tuner.run(
+                    warmup=1,
+                    rep=1,
+                    timeout=0,
+                    enable_grouped_compile=grouped,
+                    group_compile_size=args.group,
+                )
+                best.append(result.config)
             walls.append(time.perf_counter() - t0)
             rows.append(_pass_row(recorder.calls, walls[-1]))
     finally:
@@ -240,12 +315,15 @@ def run_mode(mode: str, args: argparse.Namespace, kernel: Any, configs: list[dic
         "callback_busy_s": rows[-1]["callback_busy_s"],
         "peak_callbacks_at_once": rows[-1]["peak_callbacks_at_once"],
         "threads": len({c["thread"] for c in calls}),
-        "group": args.group if mode == "tilelang-grouped" else None,
+        "group": args.group if grouped else None,
+        "entry": args.entry,
+        "best_config": best[-1] if best else None,
+        "uptime": os.getloadavg(),
         "engine": None
         if stats is None
         else {"compiled": stats.compiled, "cache_hits": stats.cache_hits, "workers": stats.workers},
     }
-    if mode == "asynccomp-nvrtc":
+    if mode.startswith("asynccomp-nvrtc") and "nopch" not in mode:
         pool = _local_pool()
         if pool is not None:
             row["pch"] = pool.pch_counts()
@@ -306,17 +384,21 @@ def compare_sass(binaries: dict[str, dict[str, bytes]]) -> dict[str, Any]:
     from concurrent.futures import ThreadPoolExecutor
 
     tool = cuobjdump()
-    if tool is None or "tilelang" not in binaries:
-        return {"skipped": "no cuobjdump" if tool is None else "no tilelang mode"}
+    # Each asynccomp mode against TileLang's mode that builds the same sources.
+    pairs = {
+        m: "tilelang-grouped" if m.endswith("grouped") else "tilelang"
+        for m in binaries
+        if m.startswith("asynccomp")
+    }
+    pairs = {m: ref for m, ref in pairs.items() if ref in binaries}
+    if tool is None or not pairs:
+        return {"skipped": "no cuobjdump" if tool is None else "no TileLang mode to compare"}
     out: dict[str, Any] = {}
     folder = Path(tempfile.mkdtemp(prefix="tl-sweep-sass-"))
-    theirs = binaries["tilelang"]
-    modes = [
-        m for m in ("asynccomp-nvcc", "asynccomp-nvrtc", "asynccomp-nvrtc-nopch") if m in binaries
-    ]
+    modes = list(pairs)
     # Each distinct binary disassembled once, as many at a time as there are CPUs (one
     # by one, 384 cuobjdump runs took minutes).
-    unique = list({b for m in ("tilelang", *modes) for b in binaries[m].values()})
+    unique = list({b for m in (*modes, *pairs.values()) for b in binaries[m].values()})
     try:
         with ThreadPoolExecutor(len(os.sched_getaffinity(0))) as pool:
             sass = dict(
@@ -325,6 +407,7 @@ def compare_sass(binaries: dict[str, dict[str, bytes]]) -> dict[str, Any]:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     for mode in modes:
+        theirs = binaries[pairs[mode]]
         common = [key for key in binaries[mode] if key in theirs]
         same = sum(sass[binaries[mode][key]] == sass[theirs[key]] for key in common)
         out[mode] = {"kernels_compared": len(common), "sass_identical": same}
@@ -370,14 +453,15 @@ def run_on_gpu(kernels: dict[str, dict[str, Any]], size: int) -> dict[str, Any]:
             flush=True,
         )
     faulthandler.cancel_dump_traceback_later()
-    if "tilelang" in outputs:
-        theirs = outputs["tilelang"]
-        for mode, got in outputs.items():
-            if mode == "tilelang":
-                continue
-            common = [k for k in got if k in theirs]
-            summary[mode]["equal_to_tilelang"] = sum(torch.equal(got[k], theirs[k]) for k in common)
-            summary[mode]["compared_to_tilelang"] = len(common)
+    # Each asynccomp mode against TileLang's mode that builds the same sources.
+    for mode, got in outputs.items():
+        reference = "tilelang-grouped" if mode.endswith("grouped") else "tilelang"
+        if mode.startswith("tilelang") or reference not in outputs:
+            continue
+        theirs = outputs[reference]
+        common = [k for k in got if k in theirs]
+        summary[mode]["equal_to_tilelang"] = sum(torch.equal(got[k], theirs[k]) for k in common)
+        summary[mode]["compared_to_tilelang"] = len(common)
     return summary
 
 
@@ -394,6 +478,12 @@ def main() -> int:
         "(a comment appended), so no cache answers",
     )
     parser.add_argument("--group", type=int, default=4, help="grouped compile's group size")
+    parser.add_argument(
+        "--entry",
+        choices=("from_kernel", "decorator"),
+        default="from_kernel",
+        help="AutoTuner.from_kernel(...).run() or the @tilelang.autotune decorator",
+    )
     parser.add_argument("--size", type=int, default=1024, help="M = N = K")
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument(
@@ -435,28 +525,37 @@ def main() -> int:
     binaries: dict[str, dict[str, bytes]] = {}
     if "lowering-only" in modes:  # it answers with an earlier mode's binaries
         modes = [m for m in modes if m != "lowering-only"] + ["lowering-only"]
-        if not set(modes) - {"lowering-only", "tilelang-grouped"}:
+        if not [m for m in modes if m != "lowering-only" and not m.endswith("grouped")]:
             parser.error("lowering-only needs an earlier mode that compiles one kernel per call")
     for mode in modes:
         row, built, binary = run_mode(mode, args, kernel, configs)
-        if mode != "tilelang-grouped":
+        if not mode.endswith("grouped"):  # a grouped binary holds several kernels
             EARLIER.update(binary)
+        # What a run of another mode in another process compares with (each mode in a
+        # fresh process is the fair measurement): its sources and its best config.
+        row["sources_digest"] = digest(" ".join(sorted({k.split("-")[0] for k in built})))
         report["modes"].append(row)
         kernels[mode] = built
-        if mode != "tilelang-grouped":  # its binaries hold several kernels each
-            binaries[mode] = binary
+        binaries[mode] = binary
         passes = " / ".join(f"{w:.2f}" for w in row["wall_s_per_pass"])
         print(
             f"{mode:22} {passes} s  {row['kernels_built']:3d} kernels  "
             f"{row['compile_calls']:3d} compile calls  {row['failed_calls']} failed  "
             f"peak {row['peak_callbacks_at_once']} at once  median callback "
-            f"{row['passes'][-1]['median_callback_s']} s",
+            f"{row['passes'][-1]['median_callback_s']} s  sources {row['sources_digest']}  "
+            f"best {row['best_config']}  load {os.getloadavg()[0]:.2f}",
             flush=True,
         )
         if args.json:  # after every mode: a later failure loses no timing
             Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
-    sources = {mode: set(built) for mode, built in kernels.items() if mode != "tilelang-grouped"}
-    report["same_sources_in_every_mode"] = len({frozenset(s) for s in sources.values()}) <= 1
+    for grouped in (False, True):
+        sources = {
+            m: row["sources_digest"]
+            for m, row in zip(kernels, report["modes"], strict=True)
+            if m.endswith("grouped") == grouped
+        }
+        name = "same_grouped_sources" if grouped else "same_sources_in_every_mode"
+        report[name] = len(set(sources.values())) <= 1
     report["sass"] = compare_sass(binaries)
     print("sass vs tilelang:", json.dumps(report["sass"]))
     if args.json:  # written before the GPU runs too, so a failure there loses no timing
