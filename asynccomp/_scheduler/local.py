@@ -25,9 +25,10 @@ from ..gpu import local_gpu_arch
 from ..toolkit import Toolkit, find_toolkit
 from . import _limits
 from ._pipeline import Scheduler
-from ._tally import Tally
+from ._tally import Counting, Tally, timed_out
 
 __all__ = (
+    "Counting",
     "LocalRunner",
     "MakeBackends",
     "Scheduler",
@@ -37,6 +38,7 @@ __all__ = (
     "local_workers",
     "remote_cache",
     "start_local",
+    "timed_out",
 )
 
 MakeBackends = Callable[[Toolkit], dict[str, CompilerBackend]]

@@ -25,6 +25,7 @@ the PCH lives in this process's ``$TMPDIR`` and NVRTC removes it when the proces
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal
 
@@ -161,6 +162,10 @@ class NvrtcBackend(CompilerBackend):
 
     def worker_count(self) -> int:
         return len(self.pool.worker_pids()) if self.pool is not None else 0
+
+    def watch_workers(self, changed: Callable[[], None]) -> None:
+        if self.pool is not None:
+            self.pool.worker_watchers.append(changed)
 
     async def aclose(self) -> None:
         if self.pool is not None:

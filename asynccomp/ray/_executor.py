@@ -150,6 +150,10 @@ class RayBackend(CompilerBackend):
     def watch_capacity(self, changed: Callable[[int], None]) -> None:
         self.pool.watchers.append(changed)
 
+    def watch_workers(self, changed: Callable[[], None]) -> None:
+        if self.name == "nvrtc":  # counted once, as below
+            self.pool.worker_watchers.append(changed)
+
     def worker_count(self) -> int:
         # The actors are counted once, by the NVRTC backend (both share them).
         return self.pool.size_alive if self.name == "nvrtc" else 0

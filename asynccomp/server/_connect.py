@@ -258,6 +258,15 @@ async def _handshake(
         message = await read_message(receive)
     if message is None:
         raise NoServer(f"the compile server at {path} closed the connection at hello")
+    theirs = message.fields.get("protocol")
+    if message.type == Welcome.TYPE and theirs != PROTOCOL:
+        # Checked before the rest of the welcome, whose shape may differ in theirs.
+        raise ServerError(
+            f"the compile server at {path} speaks protocol {theirs!r} (asynccomp "
+            f"{message.fields.get('version')!r}); this client speaks protocol {PROTOCOL} "
+            f"(asynccomp {__version__}): stop it (asynccomp serve --stop) and start one of "
+            "this version"
+        )
     answer = parse(message)
     if isinstance(answer, Error):
         raise ServerError(f"the compile server at {path}: {answer.message}")

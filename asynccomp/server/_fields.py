@@ -11,6 +11,7 @@ field: a peer's message is never trusted to have the shape it claims.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -80,10 +81,17 @@ def build(cls: type[M], fields: Any, where: str) -> M:
     """A ``cls`` made from ``fields`` (a JSON object), each field checked."""
     if not isinstance(fields, dict):
         raise WireError(f"{where}: expected an object")
-    hints = get_type_hints(cls)
     values = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in fields:
-            raise WireError(f"{where}: no field {f.name!r}")
-        values[f.name] = _check(fields[f.name], hints[f.name], f"{where}.{f.name}")
+    for name, hint in _fields_of(cls):  # type: ignore[arg-type]
+        if name not in fields:
+            raise WireError(f"{where}: no field {name!r}")
+        values[name] = _check(fields[name], hint, f"{where}.{name}")
     return cls(**values)
+
+
+@functools.cache
+def _fields_of(cls: type) -> tuple[tuple[str, Any], ...]:
+    """A dataclass's fields and their types (resolved once per class: every message
+    is built through here)."""
+    hints = get_type_hints(cls)
+    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
