@@ -181,14 +181,13 @@ class Connection:
         frames = encode(*send_form(message, blobs))
         size = sum(len(frame) for frame in frames)
         async with self.send_lock:  # one message at a time: frames never interleave
-            with anyio.CancelScope(shield=True):
-                # At least 1 MiB/s: a server that reads slower than that is stuck.
-                with anyio.move_on_after(ANSWER_TIMEOUT + size / 2**20) as bound:
-                    for frame in frames:
-                        await self.stream.send(frame)
-                if bound.cancelled_caught:
-                    self.shut()
-                    raise anyio.BrokenResourceError("the compile server stopped reading")
+            # Shielded, and at least 1 MiB/s: a server that reads slower is stuck.
+            with anyio.move_on_after(ANSWER_TIMEOUT + size / 2**20, shield=True) as bound:
+                for frame in frames:
+                    await self.stream.send(frame)
+            if bound.cancelled_caught:
+                self.shut()
+                raise anyio.BrokenResourceError("the compile server stopped reading")
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
 
     async def ask(self, message: Any) -> Any:

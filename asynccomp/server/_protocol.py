@@ -39,12 +39,11 @@ started.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ._fields import build
+from ._fields import build, plain
 from ._wire import Message, WireError
 
 __all__ = (
@@ -278,7 +277,7 @@ def parse(message: Message) -> Any:
 
 def send_form(message: Any, blobs: Sequence[bytes] = ()) -> tuple[dict[str, Any], Sequence[bytes]]:
     """A typed message as the wire's fields and blobs."""
-    fields = dataclasses.asdict(message)
+    fields = plain(message)
     fields["type"] = message.TYPE
     return fields, blobs
 
