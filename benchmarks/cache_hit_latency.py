@@ -68,8 +68,20 @@ def row(name: str, samples: list[float]) -> str:
     return f"{name:<34} {statistics.median(ordered):>10.1f} {p99:>10.1f} {len(ordered):>7}"
 
 
-async def engine_hits(calls: int, **engine: object) -> list[float]:
-    """Microseconds per ``compile`` of one job the cache holds (compiled once first)."""
+def cpu_seconds(pid: int | None) -> float:
+    """CPU seconds used so far by this process (``None``) or by process ``pid``."""
+    if pid is None:
+        return time.process_time()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def engine_hits(
+    calls: int, cpu: list[float], server_pid: int | None = None, **engine: object
+) -> list[float]:
+    """Microseconds per ``compile`` of one job the cache holds (compiled once first);
+    appends to ``cpu`` the CPU microseconds per call of this process and, with
+    ``server_pid``, of the server."""
     job = CompileJob(KERNEL, name="scale", arch="sm_90a")
     async with Engine(**engine) as running:  # type: ignore[arg-type]
         first = await running.compile(job)
@@ -77,17 +89,22 @@ async def engine_hits(calls: int, **engine: object) -> list[float]:
         for _ in range(min(100, calls)):  # warm-up
             assert (await running.compile(job)).cached
         samples = []
+        mine, theirs = cpu_seconds(None), cpu_seconds(server_pid) if server_pid else 0.0
         for _ in range(calls):
             start = time.perf_counter_ns()
             result = await running.compile(job)
             samples.append((time.perf_counter_ns() - start) / 1000)
             assert result.cached
+        cpu.append((cpu_seconds(None) - mine) / calls * 1e6)
+        if server_pid:
+            cpu.append((cpu_seconds(server_pid) - theirs) / calls * 1e6)
     return samples
 
 
 @contextmanager
-def compile_server(folder: Path) -> Iterator[Path]:
-    """A compile server of its own in ``folder`` (cache folder there too); its socket."""
+def compile_server(folder: Path) -> Iterator[tuple[Path, int]]:
+    """A compile server of its own in ``folder`` (cache folder there too); its socket
+    and pid."""
     socket_path = server_paths(folder).socket
     env = {**os.environ, "ASYNCCOMP_CACHE_DIR": str(folder / "cache")}
     env.pop("ASYNCCOMP_REMOTE_CACHE", None)
@@ -103,7 +120,7 @@ def compile_server(folder: Path) -> Iterator[Path]:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the compile server did not start")
             time.sleep(0.05)
-        yield socket_path
+        yield socket_path, process.pid
     finally:
         process.terminate()
         try:
@@ -123,14 +140,20 @@ def _listening(path: Path) -> bool:
 
 
 def end_to_end(calls: int) -> list[tuple[str, list[float]]]:
+    here: list[float] = []
+    there: list[float] = []
     with tempfile.TemporaryDirectory(prefix="achl-", dir="/tmp") as folder:
         root = Path(folder)
         root.chmod(0o700)
         in_process = anyio.run(
-            lambda: engine_hits(calls, cache_dir=str(root / "local"), nvrtc_mode="threads")
+            lambda: engine_hits(calls, here, cache_dir=str(root / "local"), nvrtc_mode="threads")
         )
-        with compile_server(root) as path:
-            served = anyio.run(lambda: engine_hits(calls, server=str(path)))
+        with compile_server(root) as (path, pid):
+            served = anyio.run(lambda: engine_hits(calls, there, pid, server=str(path)))
+    print(
+        f"CPU per hit: in process {here[0]:.0f} µs; through the server {there[0]:.0f} µs "
+        f"(client) + {there[1]:.0f} µs (server) = {there[0] + there[1]:.0f} µs"
+    )
     return [
         ("Engine.compile (hit, in process)", in_process),
         ("Engine.compile (hit, server)", served),
