@@ -224,6 +224,9 @@ class ServerClient(Runner):
         await self._connected()
 
     async def _connected(self) -> Connection:
+        connection = self._connection
+        if connection is not None and connection.alive:
+            return connection  # every call but the first: no lock to take
         async with self._connecting:
             connection = self._connection
             if connection is not None and connection.alive:

@@ -376,14 +376,14 @@ class Requests:
         more = True
         limit = in_flight_limit(self.host.scheduler.slots())
         while more or arrived:
-            while more:  # take what has arrived, without waiting
+            while more:  # take what has arrived, without waiting (or a turn of the loop)
                 try:
-                    if arrived:
+                    try:
                         chunk = call.receive.receive_nowait()
-                    else:
+                    except anyio.WouldBlock:
+                        if arrived:
+                            break
                         chunk = await call.receive.receive()
-                except anyio.WouldBlock:
-                    break
                 except anyio.EndOfStream:
                     more = False
                     break

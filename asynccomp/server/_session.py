@@ -45,7 +45,7 @@ from .._version import __version__
 from ._paths import peer_uid
 from ._protocol import PROTOCOL, Closing, Error, Hello, Welcome, Workers, parse, send_form
 from ._requests import Drained, Host, Requests
-from ._wire import Message, WireError, encode, read_message
+from ._wire import Message, WireError, encode, read_message, send_now
 
 __all__ = (
     "HELLO_TIMEOUT",
@@ -210,6 +210,7 @@ class Session:
     async def _write(self, scope: anyio.CancelScope) -> None:
         """Write what is posted until the queue is closed; a client that leaves a frame
         unread for ``write_timeout`` seconds is dropped (its requests stop)."""
+        raw = self.stream.extra(anyio.abc.SocketAttribute.raw_socket)
         try:
             # One scope whose deadline is set around each frame's send (a scope per
             # frame cost a cache hit more than its send).
@@ -225,9 +226,11 @@ class Session:
                         messages = [((dict(fields), blobs), 1, size)]
                     for (fields, blobs), answers, size in messages:
                         for frame in encode(fields, blobs):
-                            bound.deadline = anyio.current_time() + self.write_timeout
-                            await self.stream.send(frame)
-                            bound.deadline = math.inf
+                            rest = send_now(raw, frame)  # most answers: all of it
+                            if rest:
+                                bound.deadline = anyio.current_time() + self.write_timeout
+                                await self.stream.send(rest)
+                                bound.deadline = math.inf
                         self.unsent -= answers
                         self.unsent_bytes -= size
                     self._room.set()
