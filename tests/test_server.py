@@ -235,7 +235,7 @@ async def test_a_server_killed_while_a_batch_is_sent_ends_every_job(
     second fails, and the jobs of the chunks never sent end ServerLost too (once, a
     compile_many of 200 raised a bare AssertionError and as_completed gave 128)."""
     from asynccomp.server import _connect
-    from asynccomp.server._protocol import Jobs
+    from asynccomp.server._protocol import Compile, Jobs
 
     jobs = [CompileJob(scale_kernel(float(i)) + f"// {call}\n", name=f"j{i}") for i in range(200)]
     with running_server(server_dir) as (process, paths):
@@ -243,7 +243,7 @@ async def test_a_server_killed_while_a_batch_is_sent_ends_every_job(
         chunks: list[int] = []
 
         async def send(self: _connect.Connection, message: object, blobs: Any = ()) -> None:
-            if isinstance(message, Jobs):
+            if isinstance(message, (Compile, Jobs)):
                 chunks.append(len(message.jobs))
                 if len(chunks) == 2:
                     # Blocking, on purpose: the client's reader cannot see the server go
@@ -268,19 +268,21 @@ async def test_a_server_killed_while_a_batch_is_sent_ends_every_job(
     assert (stats.completed, stats.running, stats.queued) == (200, 0, 0)
 
 
-async def test_a_prefetch_through_the_server_gets_done_messages_not_outputs(
+async def test_a_prefetch_through_the_server_gets_statuses_not_outputs(
     server_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Prefetched results go to the server's cache; nobody reads them here, so what
-    comes back per job is a Done (its status), never an Output with log and binary."""
+    comes back per job is its status, never its log and binary."""
     from asynccomp.server import _client
-    from asynccomp.server._protocol import parse
+    from asynccomp.server._protocol import Results, parse
 
     seen: list[str] = []
 
     def counted(message: Any) -> Any:
         answer = parse(message)
-        seen.append(type(answer).__name__)
+        if isinstance(answer, Results):  # "Done" per status alone, "Output" with blobs
+            kind = "Output" if message.blobs else "Done"
+            seen.extend([kind] * len(answer.outcomes))
         return answer
 
     monkeypatch.setattr(_client, "parse", counted)
@@ -458,9 +460,10 @@ def test_random_bytes_cannot_take_the_server_down(server_dir: Path) -> None:
                         [
                             {"type": "compile", "id": "x"},
                             {"type": "compile", "id": 1, "want": True},
-                            {"type": "jobs", "id": 1, "jobs": [{"index": 3}]},
-                            {"type": "jobs", "id": 1, "jobs": [1, 2]},
-                            {"type": "end", "id": 7},
+                            {"type": "compile", "id": 1, "want": True, "jobs": [], "end": 1},
+                            {"type": "jobs", "id": 1, "jobs": [{"index": 3}], "end": True},
+                            {"type": "jobs", "id": 1, "jobs": [1, 2], "end": False},
+                            {"type": "jobs", "id": 7, "jobs": [], "end": True},
                             {"type": "cancel"},
                             {"type": "nonsense"},
                             {"type": "welcome"},

@@ -36,10 +36,9 @@ from asynccomp.server import (
 )
 from asynccomp.server._protocol import (
     PROTOCOL,
-    Done,
-    Ended,
     Error,
     Hello,
+    Results,
     Status,
     Welcome,
     Workers,
@@ -52,7 +51,7 @@ from asynccomp.server._wire import encode, read_message
 
 from .kernels import ARCH, scale_kernel, slow_kernel
 from .processes import wait_until
-from .servers import raw_client, raw_receive, raw_send, running_server, server_folder
+from .servers import raw_client, raw_receive, running_server, server_folder
 from .test_server_client import _rendered
 
 #: Status requests a client that reads nothing sends at most (unbounded, the server
@@ -124,10 +123,8 @@ async def test_a_call_whose_answers_are_not_read_is_fed_to_the_scheduler_no_furt
             await client.aclose()
         requests = [CompileRequest(i, first.prepared) for i in range(JOBS)]
         with raw_client(paths) as greedy:
-            raw_send(greedy, {"type": "compile", "id": 1, "want": True}, [])
-            for message, blobs in _client._packed(1, requests):
+            for message, blobs in _client._packed(1, True, requests, False, True):
                 greedy.sendall(b"".join(encode(*send_form(message, blobs))))
-            raw_send(greedy, {"type": "end", "id": 1}, [])
             await _status_until(paths, lambda s: s["unsent"] >= MAX_UNSENT_ANSWERS)
             # What was handed to the scheduler has ended: nothing more is coming.
             status = await _status_until(paths, lambda s: s["running"] + s["queued"] == 0)
@@ -342,21 +339,23 @@ async def test_a_call_of_jobs_sent_faster_than_they_compile_is_read_no_further(
             answered: list[Any] = []
 
             def read_answers() -> None:
-                while not answered or not isinstance(answered[-1], Ended):
-                    answered.append(raw_receive(sock))
+                while not answered or not answered[-1].end:
+                    answer = raw_receive(sock)
+                    assert isinstance(answer, Results), answer
+                    answered.append(answer)
 
             reader = threading.Thread(target=read_answers)
             reader.start()
             try:
-                raw_send(sock, {"type": "compile", "id": 1, "want": False}, [])
                 for at in range(0, many, per_message):
-                    for message, blobs in _client._packed(1, requests[at : at + per_message]):
+                    chunk = requests[at : at + per_message]
+                    last = at + per_message >= many
+                    for message, blobs in _client._packed(1, False, chunk, at > 0, last):
                         sock.sendall(b"".join(encode(*send_form(message, blobs))))
-                raw_send(sock, {"type": "end", "id": 1}, [])
             finally:
                 reader.join(300)
             status = await _status_until(paths, lambda _: True)  # the client connected
-    assert isinstance(answered[-1], Ended)
-    assert len([a for a in answered if isinstance(a, Done)]) == many
+    assert answered[-1].end
+    assert sum(len(a.outcomes) for a in answered) == many
     assert status["waiting"] == 0
     assert MAX_WAITING_JOBS <= status["waiting_peak"] <= MAX_WAITING_JOBS + per_message, status

@@ -629,12 +629,12 @@ def test_a_malformed_request_after_hello_is_answered_and_the_connection_goes_on(
         sock.connect(str(paths.socket))
         send(sock, {"type": "hello", "protocol": PROTOCOL, "version": "0.1.0", "pid": 1}, [])
         receive(sock)  # welcome
-        send(sock, {"type": "compile", "id": 5, "want": True}, [])
-        send(sock, {"type": "jobs", "id": 5, "jobs": [{"index": "zero"}]}, [b"x"])
+        compile_ = {"type": "compile", "id": 5, "want": True, "end": True}
+        send(sock, {**compile_, "jobs": [{"index": "zero"}]}, [b"x"])
         refused = receive(sock)
         assert isinstance(refused, Error) and refused.id == 5 and not refused.fatal
         assert "index" in refused.message
-        send(sock, {"type": "end", "id": 99}, [])
+        send(sock, {"type": "jobs", "id": 99, "jobs": [], "end": True}, [])
         refused = receive(sock)
         assert isinstance(refused, Error) and refused.id == 99 and not refused.fatal
         send(sock, {"type": "status", "id": 6}, [])

@@ -34,7 +34,6 @@ from .._scheduler.local import Tally
 from ..backends import backend_class
 from ..cache._relocate import base_dir_from_environment
 from ..cost import CostModel
-from ..errors import CompileTimeout
 from ..job import CompileJob
 from ..result import CompileResult
 from ..runner import CompileRequest, Outcome, Runner
@@ -90,12 +89,12 @@ class Front:
         # Read per batch, as the working folder is (a bad one: InvalidJob, nothing run).
         base_dir = base_dir_from_environment()
         outlines, failed = self.planner.outline(jobs)
-        self.tally.submitted += len(jobs)
+        self.tally.submit(len(jobs))
         for index, result in failed:
-            self.deliver(batch, index, result)
+            self.deliver(batch, index, result, None, None)
         if not outlines:
             return
-        call = _Call(self, batch, jobs, base_dir)
+        call = _BatchRun(self, batch, jobs, base_dir)
         wanted = batch.wanted or any(self.dumps.wants(jobs[o.index]) for o in outlines)
         async with anyio.create_task_group() as tg:
             call.task_group = tg
@@ -109,12 +108,21 @@ class Front:
                 finally:
                     call.forget()  # whatever the dumps raised: the front's counts stay true
 
-    def deliver(self, batch: Batch, index: int, result: CompileResult) -> None:
-        self.tally.ended(ok=result.ok, timed_out=isinstance(result.error, CompileTimeout))
+    def deliver(
+        self,
+        batch: Batch,
+        index: int,
+        result: CompileResult | None,
+        status: str | None,
+        timeout: float | None,
+    ) -> None:
+        """Count job ``index`` as ended (``status``: its compile's, ``None`` if it never
+        ran; ``timeout``: its own) and hand its result (``None``: nobody reads it) on."""
+        self.tally.ended(status, timeout)
         batch.deliver(index, result)
 
 
-class _Call:
+class _BatchRun:
     """One batch on its way through the runner: the runner's events come here."""
 
     def __init__(
@@ -150,7 +158,7 @@ class _Call:
                     logger.exception("asynccomp: planning job %r failed", job.name)
                     plan = internal_failure(job, None, exc)
                 if isinstance(plan, CompileResult):
-                    front.deliver(self.batch, outline.index, plan)
+                    front.deliver(self.batch, outline.index, plan, None, None)
                     continue
                 if base_dir is not None and cwd is not None:
                     prepared = replace(plan.prepared, base_dir=base_dir, cwd=cwd)
@@ -210,29 +218,26 @@ class _Call:
         folder = self.folders.pop(index, None)
         if not self.batch.wanted and folder is None:
             # Nobody reads it (a prefetch): counted, not built.
-            front.tally.ended(
-                ok=out.status == "ok", timed_out=out.status == "timeout" and job.timeout is not None
-            )
-            self.batch.deliver(index, None)
+            front.deliver(self.batch, index, None, out.status, job.timeout)
             return
         result = with_warnings(
             from_outcome(job, prepared, outcome, queued=queued), self.warnings.pop(index, [])
         )
         if folder is None:
-            front.deliver(self.batch, index, result)
+            front.deliver(self.batch, index, result, out.status, job.timeout)
             return
         assert self.task_group is not None
-        self.task_group.start_soon(self._dump_and_deliver, index, folder, plan, result)
+        self.task_group.start_soon(self._dump_and_deliver, index, folder, plan, result, out.status)
 
     async def _dump_and_deliver(
-        self, index: int, folder: Path, plan: PlannedJob, result: CompileResult
+        self, index: int, folder: Path, plan: PlannedJob, result: CompileResult, status: str
     ) -> None:
         try:
             result = await self.front.dumps.finish(
                 folder, plan.prepared, result, self.front.versions()
             )
         finally:
-            self.front.deliver(self.batch, index, result)
+            self.front.deliver(self.batch, index, result, status, plan.job.timeout)
 
     async def close_dumps(self) -> None:
         """The batch ended (finished or cancelled): each dump folder of a job that did

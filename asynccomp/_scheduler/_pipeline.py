@@ -29,7 +29,7 @@ import functools
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import anyio
@@ -53,7 +53,7 @@ logger = logging.getLogger("asynccomp")
 CHUNK = 64
 
 
-class _Call:
+class _SchedulerRun:
     """One :meth:`Scheduler.run`: its requests' events, and what it has waiting."""
 
     def __init__(self, events: RunEvents, number: int) -> None:
@@ -82,7 +82,7 @@ class _Call:
 class _Item:
     """A request inside the scheduler."""
 
-    call: _Call
+    call: _SchedulerRun
     request: CompileRequest
     key: CacheKey | None  # None when there is no cache (nothing to share or keep)
     priority: tuple[float, float, float]
@@ -134,6 +134,12 @@ class Scheduler(Runner):
 
     def workers(self) -> int:
         return sum(backend.worker_count() for backend in self.backends.values())
+
+    def watch_workers(self, changed: Callable[[], None]) -> None:
+        """Call ``changed()`` when :meth:`workers` may have changed (pushed by the
+        backends as their workers start and end)."""
+        for backend in {id(b): b for b in self.backends.values()}.values():
+            backend.watch_workers(changed)
 
     def resize(self, backend: str, total: int) -> None:
         """``backend`` now runs ``total`` compiles at once (its queue's other backends,
@@ -187,7 +193,7 @@ class Scheduler(Runner):
         *,
         want: bool = True,
     ) -> None:
-        call = _Call(events, next(self._calls))
+        call = _SchedulerRun(events, next(self._calls))
         async with anyio.create_task_group() as tg:
             call.task_group = tg
             try:
@@ -201,7 +207,7 @@ class Scheduler(Runner):
 
     # -- a call ------------------------------------------------------------------------------
 
-    async def _submit(self, call: _Call, requests: Sequence[CompileRequest]) -> None:
+    async def _submit(self, call: _SchedulerRun, requests: Sequence[CompileRequest]) -> None:
         call.pending += len(requests)
         for start in range(0, len(requests), CHUNK):
             # Between chunks other tasks run, and a cancelled caller stops here.
@@ -249,7 +255,7 @@ class Scheduler(Runner):
         if entry.live:  # not started at once
             item.call.queued[item.index] = entry
 
-    def _withdraw(self, call: _Call) -> None:
+    def _withdraw(self, call: _SchedulerRun) -> None:
         """The call is over (done or cancelled): nothing of it may start any more."""
         for item in call.following.values():
             assert item.key is not None

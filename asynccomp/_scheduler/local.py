@@ -41,9 +41,10 @@ from ..runner import CompileRequest, RunEvents, Runner
 from ..toolkit import Toolkit, find_toolkit
 from . import _limits
 from ._pipeline import Scheduler
-from ._tally import Tally
+from ._tally import Counting, Tally, timed_out
 
 __all__ = (
+    "Counting",
     "InProcessRunner",
     "LocalRunner",
     "MakeBackends",
@@ -55,6 +56,7 @@ __all__ = (
     "local_workers",
     "remote_cache",
     "start_local",
+    "timed_out",
 )
 
 MakeBackends = Callable[[Toolkit], dict[str, CompilerBackend]]

@@ -372,5 +372,10 @@ class CompilerBackend(abc.ABC):
         backend can run at once changes (a Ray cluster's actors lost and not replaced).
         Backends of a fixed capacity never call it."""
 
+    def watch_workers(self, changed: Callable[[], None]) -> None:  # noqa: B027 - optional
+        """Call ``changed()`` (on the event loop) when :meth:`worker_count` may have
+        changed (a worker started or ended), so that it is pushed, never polled.
+        Backends that keep no workers never call it."""
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release what the backend holds (worker processes, threads, ...)."""

@@ -48,7 +48,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -245,6 +245,8 @@ class NvrtcProcessPool:
         self._busy: set[_Worker] = set()
         self._starting = 0
         self._changed = anyio.Event()
+        #: Told (on the event loop) whenever the workers alive may have changed.
+        self.worker_watchers: list[Callable[[], None]] = []
         self._closed = False
         self._seq = itertools.count()
         self._folders = itertools.count()
@@ -277,6 +279,11 @@ class NvrtcProcessPool:
     def _notify(self) -> None:
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
+        self._tell_watchers()
+
+    def _tell_watchers(self) -> None:
+        for watcher in self.worker_watchers:
+            watcher()
 
     def _new_folder(self) -> Path:
         """Blocking: a fresh folder for one worker (the first also sweeps stale ones)."""
@@ -333,7 +340,8 @@ class NvrtcProcessPool:
             while (worker := self._pick_idle(key)) is not None:
                 if not worker.exited:
                     return worker
-                await worker.kill()  # died while idle: reap it, look again
+                self._tell_watchers()  # died while idle: one fewer
+                await worker.kill()  # reap it, look again
             if self._alive < self.size:
                 self._starting += 1
                 try:
@@ -391,6 +399,7 @@ class NvrtcProcessPool:
         """The job's output, or ``None`` when the worker died before receiving it."""
         seq = next(self._seq)
         self._busy.add(worker)
+        self._tell_watchers()  # a worker just started is alive from here
         keep = False
         try:
             acknowledged = False

@@ -25,6 +25,7 @@ the PCH lives in this process's ``$TMPDIR`` and NVRTC removes it when the proces
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
@@ -202,6 +203,10 @@ class NvrtcBackend(CompilerBackend):
         # A worker process works in an empty folder (threads mode goes on in workers
         # once a thread was abandoned): NVRTC finds nothing there.
         return empty_folder() if self.pool is not None else super().quote_folder()
+
+    def watch_workers(self, changed: Callable[[], None]) -> None:
+        if self.pool is not None:
+            self.pool.worker_watchers.append(changed)
 
     async def aclose(self) -> None:
         if self.pool is not None:

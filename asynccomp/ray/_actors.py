@@ -85,6 +85,8 @@ class ActorSet:
         self._replacements = anyio.CapacityLimiter(2)
         #: Called with the number of actors (alive or being replaced) when it changes.
         self.watchers: list[Callable[[int], None]] = []
+        #: Told (on the event loop) whenever the actors alive may have changed.
+        self.worker_watchers: list[Callable[[], None]] = []
         self._capacity = 0
 
     # -- starting --------------------------------------------------------------------------
@@ -268,6 +270,8 @@ class ActorSet:
     def _notify(self) -> None:
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
+        for watcher in self.worker_watchers:
+            watcher()
         capacity = len(self._live) + self._replacing
         if capacity != self._capacity and not self._closed:
             # The engine's slots follow: jobs wait in its longest-first queue, not in

@@ -155,6 +155,10 @@ class RayBackend(CompilerBackend):
     def watch_capacity(self, changed: Callable[[int], None]) -> None:
         self.pool.watchers.append(changed)
 
+    def watch_workers(self, changed: Callable[[], None]) -> None:
+        if self.counts_actors:  # the actors are counted (and watched) by one backend
+            self.pool.worker_watchers.append(changed)
+
     def worker_count(self) -> int:
         return self.pool.size_alive if self.counts_actors else 0
 

@@ -3,9 +3,10 @@
 An ``Engine(server=...)`` plans, renders, builds results, writes dumps and counts as
 every engine does (:mod:`asynccomp._front`); only its compiles run on the server,
 through a :class:`ServerClient` (a :class:`~asynccomp.runner.Runner`). A call's requests
-go out in messages of bounded size as the engine plans them; each comes back as an
-outcome (compiled, from the server's cache, or shared with an identical compile of any
-client's).
+go out in messages of bounded size as the engine plans them, the first opening the call
+and the last saying it ends (one message for a call of one chunk); each comes back as
+an outcome (compiled, from the server's cache, or shared with an identical compile of
+any client's), gathered in ``results`` messages.
 
 The client trusts a server only when it is this user's (``SO_PEERCRED``: a socket path
 can be anyone's) and compiles with this process's toolkit (its identity, see
@@ -28,7 +29,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,20 +48,17 @@ from ._connect import (
     open_connection,
     start_server,
 )
-from ._forms import outcome_of, spec_of, toolkit_from
+from ._forms import blob_count, outcome_of, spec_of, toolkit_from
 from ._paths import ServerPaths, server_identity, server_paths
 from ._pending import Pending
 from ._protocol import (
     Cancel,
     Closing,
     Compile,
-    Done,
-    End,
-    Ended,
     Error,
     Jobs,
-    Output,
-    Started,
+    JobSpec,
+    Results,
     Status,
     StatusReply,
     Stopping,
@@ -226,6 +224,9 @@ class ServerClient(Runner):
         await self._connected()
 
     async def _connected(self) -> Connection:
+        connection = self._connection
+        if connection is not None and connection.alive:
+            return connection  # every call but the first: no lock to take
         async with self._connecting:
             connection = self._connection
             if connection is not None and connection.alive:
@@ -301,26 +302,13 @@ class ServerClient(Runner):
 
     def _dispatch(self, connection: Connection, answer: Any, blobs: list[bytes]) -> str | None:
         """Hand one answer on; the reason to stop reading, if it is one."""
-        if isinstance(answer, (Output, Done)):
-            connection.workers = answer.workers
+        if isinstance(answer, Results):
             pending = connection.calls.get(answer.id)
             if pending is not None:  # else a call this side has given up on
-                pending.finish(answer.index, outcome_of(answer, blobs))
-        elif isinstance(answer, Started):
-            connection.workers = answer.workers
-            pending = connection.calls.get(answer.id)
-            if pending is not None:
-                for index in answer.indices:
-                    pending.started(index)
+                _deliver(pending, answer, blobs)
         elif isinstance(answer, Workers):
             connection.workers = answer.workers
-        elif isinstance(answer, Ended):
-            pending = connection.calls.get(answer.id)
-            if pending is not None and pending.waiting:
-                pending.fail("internal", "the compile server ended the call without these jobs")
         elif isinstance(answer, (WarmedUp, StatusReply, Stopping)):
-            if isinstance(answer, WarmedUp):
-                connection.workers = answer.workers
             waiter = connection.answers.get(answer.id)
             if waiter is not None:
                 waiter[1].append(answer)
@@ -363,7 +351,7 @@ class ServerClient(Runner):
         *,
         want: bool = True,
     ) -> None:
-        pending = Pending(events)
+        pending = Pending(events, want)
         try:
             connection = await self._connected()
         except ServerError as exc:
@@ -373,24 +361,31 @@ class ServerClient(Runner):
             return
         number = next(connection.ids)
         connection.calls[number] = pending
-        finished = False
+        finished = opened = False
         try:
-            await self._send(connection, Compile(number, want))
             # Every chunk is taken from ``requests``, sent or not: once the connection
             # is lost, ``expect`` ends a chunk's jobs at once (ServerLost), so no job of
-            # the call is left without an outcome.
-            async for chunk in requests:
-                pending.expect([r.index for r in chunk])
-                for message, blobs in _packed(number, chunk) if connection.alive else ():
-                    await self._send(connection, message, blobs)
+            # the call is left without an outcome. A chunk goes out once the next one
+            # is known (or there is none): the last says so, and a call of one chunk
+            # is one message.
+            chunks = aiter(requests)
+            current = await _next(chunks)
+            while current is not None:
+                following = await _next(chunks)
+                pending.expect([r.index for r in current])
+                last = following is None
+                if connection.alive and (current or opened or not last):
+                    for message, blobs in _packed(number, want, current, opened, last):
+                        await self._send(connection, message, blobs)
+                    opened = True
+                current = following
             pending.all_sent = True
             pending.check()
-            await self._send(connection, End(number))
             await pending.done.wait()
             finished = True
         finally:
             connection.calls.pop(number, None)
-            if not finished and connection.alive:
+            if opened and not finished and connection.alive:
                 # Cancelled: the server drops this call's compiles (nobody else's).
                 with anyio.CancelScope(shield=True), contextlib.suppress(*GONE):
                     await connection.send(Cancel(number))
@@ -430,21 +425,58 @@ class ServerClient(Runner):
             await connection.stream.aclose()
 
 
-def _packed(number: int, chunk: Sequence[CompileRequest]) -> list[tuple[Jobs, list[bytes]]]:
-    """A chunk's jobs in messages of about PACK_BYTES each (a larger job alone)."""
-    messages: list[tuple[Jobs, list[bytes]]] = []
-    specs: list[Any] = []
+def _packed(
+    number: int, want: bool, chunk: Sequence[CompileRequest], opened: bool, last: bool
+) -> list[tuple[Compile | Jobs, list[bytes]]]:
+    """A chunk's jobs in messages of about PACK_BYTES each (a larger job alone): the
+    first opens call ``number`` unless it is ``opened``, the last says it ends if this is
+    its ``last`` chunk."""
+    groups: list[tuple[list[JobSpec], list[bytes]]] = []
+    specs: list[JobSpec] = []
     blobs: list[bytes] = []
     size = 0
     for request in chunk:
         spec, sources = spec_of(request)
         weight = sum(len(s) for s in sources) + 256
         if specs and size + weight > PACK_BYTES:
-            messages.append((Jobs(number, specs), blobs))
+            groups.append((specs, blobs))
             specs, blobs, size = [], [], 0
         specs.append(spec)
         blobs.extend(sources)
         size += weight
-    if specs:
-        messages.append((Jobs(number, specs), blobs))
+    if specs or not groups:
+        groups.append((specs, blobs))
+    messages: list[tuple[Compile | Jobs, list[bytes]]] = []
+    for at, (specs, blobs) in enumerate(groups):
+        end = last and at == len(groups) - 1
+        if not opened and at == 0:
+            messages.append((Compile(number, want, specs, end), blobs))
+        else:
+            messages.append((Jobs(number, specs, end), blobs))
     return messages
+
+
+async def _next(
+    chunks: AsyncIterator[Sequence[CompileRequest]],
+) -> Sequence[CompileRequest] | None:
+    try:
+        return await anext(chunks)
+    except StopAsyncIteration:
+        return None
+
+
+def _deliver(pending: Pending, results: Results, blobs: list[bytes]) -> None:
+    """A ``results`` message's news, handed to the call it answers."""
+    for index in results.started:
+        pending.started(index)
+    at = 0
+    for spec in results.outcomes:
+        count = blob_count(spec, pending.want)
+        if at + count > len(blobs):
+            raise WireError("a results message with fewer blobs than its outcomes")
+        pending.finish(spec.index, outcome_of(spec, blobs[at : at + count], pending.want))
+        at += count
+    if at != len(blobs):
+        raise WireError("a results message with more blobs than its outcomes")
+    if results.end and pending.waiting:
+        pending.fail("internal", "the compile server ended the call without these jobs")

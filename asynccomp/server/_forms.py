@@ -2,9 +2,9 @@
 
 A :class:`~asynccomp.runner.CompileRequest` travels as a :class:`~._protocol.JobSpec`
 and its sources as blobs; an :class:`~asynccomp.runner.Outcome` comes back as an
-:class:`~._protocol.Output` (log and binary as blobs) or, for a call nobody reads (a
-prefetch), a :class:`~._protocol.Done` (the status only); the welcome describes the
-server's :class:`~asynccomp.toolkit.Toolkit`. Each conversion back checks what the
+:class:`~._protocol.OutcomeSpec` (log and binary as blobs) or, for a call nobody reads
+(a prefetch), the status alone; the welcome describes the server's
+:class:`~asynccomp.toolkit.Toolkit`. Each conversion back checks what the
 message's types cannot say (statuses, blob counts), raising
 :class:`~._wire.WireError`.
 """
@@ -22,12 +22,13 @@ from ..job import OutputFormat
 from ..runner import CompileRequest, Outcome
 from ..toolkit import Toolkit
 from ._fields import build
-from ._protocol import Done, JobSpec, Output
+from ._protocol import JobSpec, OutcomeSpec
 from ._wire import WireError
 
 __all__ = (
+    "blob_count",
+    "outcome_form",
     "outcome_of",
-    "output_form",
     "prepared_of",
     "spec_of",
     "toolkit_from",
@@ -88,51 +89,57 @@ def prepared_of(spec: JobSpec, blobs: Sequence[bytes]) -> CompileRequest:
     return CompileRequest(spec.index, prepared, spec.estimate)
 
 
-def outcome_of(message: Output | Done, blobs: Sequence[bytes]) -> Outcome:
-    """The outcome an :class:`Output` or :class:`Done` message carries."""
-    if message.status not in _STATUSES or message.answer not in _ANSWERS:
-        raise WireError(f"an outcome with status {message.status!r}, answer {message.answer!r}")
-    if message.elapsed < 0:
+def blob_count(spec: OutcomeSpec, want: bool) -> int:
+    """How many blobs follow an outcome in a call made with ``want`` (checked by
+    :func:`outcome_of`)."""
+    return (2 if spec.binary else 1) if want else 0
+
+
+def outcome_of(spec: OutcomeSpec, blobs: Sequence[bytes], want: bool) -> Outcome:
+    """The outcome an :class:`OutcomeSpec` and its blobs carry."""
+    if spec.status not in _STATUSES or spec.answer not in _ANSWERS:
+        raise WireError(f"an outcome with status {spec.status!r}, answer {spec.answer!r}")
+    if spec.elapsed < 0:
         raise WireError("an outcome with a negative time")
-    status = typing.cast(Any, message.status)
-    answer = typing.cast(Any, message.answer)
-    if isinstance(message, Done):
-        if blobs:
-            raise WireError("a done message with blobs")
-        return Outcome(BackendOutput(status, None, ""), answer, message.elapsed, "")
-    if len(blobs) != (2 if message.binary else 1) or (message.binary != (status == "ok")):
+    status = typing.cast(Any, spec.status)
+    answer = typing.cast(Any, spec.answer)
+    if not want:
+        if blobs or spec.binary:
+            raise WireError("an outcome with blobs in a call made without want")
+        return Outcome(BackendOutput(status, None, ""), answer, spec.elapsed, "")
+    if len(blobs) != (2 if spec.binary else 1) or (spec.binary != (status == "ok")):
         raise WireError("an output whose log or binary is missing or extra")
     cause = None
-    if message.cause is not None:
-        if len(message.cause) != 2 or not isinstance(message.cause[1], str):
+    if spec.cause is not None:
+        if len(spec.cause) != 2 or not isinstance(spec.cause[1], str):
             raise WireError("a cause that is not [errno, message]")
-        errno = message.cause[0] if isinstance(message.cause[0], int) else None
-        cause = OSError(errno, message.cause[1]) if errno is not None else OSError(message.cause[1])
+        errno = spec.cause[0] if isinstance(spec.cause[0], int) else None
+        cause = OSError(errno, spec.cause[1]) if errno is not None else OSError(spec.cause[1])
     out = BackendOutput(
         status,
-        blobs[1] if message.binary else None,
+        blobs[1] if spec.binary else None,
         blobs[0].decode("utf-8", "replace"),
-        message.message,
-        tuple(message.warnings),
+        spec.message,
+        tuple(spec.warnings),
         cause=cause,
     )
-    return Outcome(out, answer, message.elapsed, message.filename)
+    return Outcome(out, answer, spec.elapsed, spec.filename)
 
 
-def output_form(
-    request_id: int, index: int, outcome: Outcome, workers: int, want: bool
-) -> tuple[Output | Done, list[bytes]]:
-    """An outcome as the message that carries it (with its blobs)."""
+def outcome_form(index: int, outcome: Outcome, want: bool) -> tuple[OutcomeSpec, list[bytes]]:
+    """An outcome as the spec that carries it, and its blobs (none without ``want``)."""
     out = outcome.output
     if not want:
-        return Done(request_id, index, out.status, outcome.answer, outcome.elapsed, workers), []
+        spec = OutcomeSpec(
+            index, out.status, outcome.answer, outcome.elapsed, "", "", [], False, None
+        )
+        return spec, []
     cause = None
     if out.cause is not None:
         errno = getattr(out.cause, "errno", None)
         text = getattr(out.cause, "strerror", None) or str(out.cause)
         cause = [errno if isinstance(errno, int) else None, text]
-    message = Output(
-        id=request_id,
+    spec = OutcomeSpec(
         index=index,
         status=out.status,
         answer=outcome.answer,
@@ -142,13 +149,12 @@ def output_form(
         warnings=list(out.warnings),
         binary=out.binary is not None and out.status == "ok",
         cause=cause,
-        workers=workers,
     )
     blobs = [out.log.encode("utf-8", "surrogateescape")]
-    if message.binary:
+    if spec.binary:
         assert out.binary is not None
         blobs.append(out.binary)
-    return message, blobs
+    return spec, blobs
 
 
 def toolkit_to(toolkit: Toolkit) -> dict[str, Any]:

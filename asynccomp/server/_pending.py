@@ -17,8 +17,9 @@ __all__ = ("Pending",)
 class Pending:
     """A call sent (or being sent) and not answered in full."""
 
-    def __init__(self, events: RunEvents) -> None:
+    def __init__(self, events: RunEvents, want: bool = True) -> None:
         self.events = events
+        self.want = want  # whether outcomes come with their logs and binaries
         self.waiting: set[int] = set()
         self.all_sent = False
         self.done = anyio.Event()

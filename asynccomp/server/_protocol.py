@@ -13,35 +13,37 @@ A connection::
     client                                   server
     Hello(protocol, version, pid)       ->
                                         <-   Welcome(pid, uid, identity, toolkit, slots, ...)
-    Compile(id=1, want=True)            ->
-    Jobs(id=1, jobs=[...]) + sources    ->   (as many as the call has chunks)
-    End(id=1)                           ->
-                                        <-   Started(id=1, indices=[0, 3])
-                                        <-   Output(id=1, index=3, ...) + log, binary
-                                        <-   Done(id=1, index=0, ...)      (want=False)
-                                        <-   Ended(id=1)
-                                        <-   Workers(n)   (whenever the count changes, and
+    Compile(id=1, want, jobs, end)      ->   (+ sources; ``end``: the call has no more jobs)
+    Jobs(id=1, jobs, end)               ->   (a call's further chunks, the last with end)
+                                        <-   Results(id=1, started, outcomes, end)
+                                                 (+ logs, binaries; as many as needed:
+                                                  what is ready at once goes together,
+                                                  ``end`` with the call's last outcome)
+                                        <-   Workers(n)   (when the count changes, and
                                                       after 5 s without an answer: a
                                                       keepalive)
     Cancel(id=1)                        ->   (a call cancelled before it ended)
     WarmUp(id=2)                        ->
-                                        <-   WarmedUp(id=2, workers)
+                                        <-   WarmedUp(id=2)
     Status(id=3)                        ->
                                         <-   StatusReply(id=3, status)
     Stop(id=4)                          ->
                                         <-   Stopping(id=4)
                                         <-   Error(id, message)   (a request it refuses)
                                         <-   Closing(reason)      (the server stops)
+
+So a one-job call answered from the cache is two messages: its ``Compile`` (with
+``end``) and one ``Results`` (with ``end``); a compile adds a ``Results`` saying it
+started.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ._fields import build
+from ._fields import build, plain
 from ._wire import Message, WireError
 
 __all__ = (
@@ -49,15 +51,12 @@ __all__ = (
     "Cancel",
     "Closing",
     "Compile",
-    "Done",
-    "End",
-    "Ended",
     "Error",
     "Hello",
     "JobSpec",
     "Jobs",
-    "Output",
-    "Started",
+    "OutcomeSpec",
+    "Results",
     "Status",
     "StatusReply",
     "Stop",
@@ -72,8 +71,9 @@ __all__ = (
 )
 
 #: Bumped when a message changes shape; a client and a server of different protocols
-#: refuse each other, naming both versions.
-PROTOCOL = 3
+#: refuse each other, naming both versions. 4: a call's jobs ride in its ``Compile``, its
+#: outcomes come back together in ``Results``; the worker count only in ``Workers``.
+PROTOCOL = 4
 
 
 # -- requests (client -> server) -----------------------------------------------------------
@@ -85,15 +85,6 @@ class Hello:
     protocol: int
     version: str
     pid: int
-
-
-@dataclass(frozen=True)
-class Compile:
-    """Opens request ``id``: its jobs follow in :class:`Jobs` messages, then :class:`End`."""
-
-    TYPE: ClassVar[str] = "compile"
-    id: int
-    want: bool
 
 
 @dataclass(frozen=True)
@@ -116,16 +107,26 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
-class Jobs:
-    TYPE: ClassVar[str] = "jobs"
+class Compile:
+    """Opens call ``id`` with its first jobs (their sources as blobs); ``end``: it has no
+    more (else they follow in :class:`Jobs`, the last with ``end``). ``want=False``:
+    nobody reads the outputs, only their statuses come back."""
+
+    TYPE: ClassVar[str] = "compile"
     id: int
+    want: bool
     jobs: list[JobSpec]
+    end: bool
 
 
 @dataclass(frozen=True)
-class End:
-    TYPE: ClassVar[str] = "end"
+class Jobs:
+    """More jobs of open call ``id``; ``end``: the last."""
+
+    TYPE: ClassVar[str] = "jobs"
     id: int
+    jobs: list[JobSpec]
+    end: bool
 
 
 @dataclass(frozen=True)
@@ -172,19 +173,10 @@ class Welcome:
 
 
 @dataclass(frozen=True)
-class Started:
-    TYPE: ClassVar[str] = "started"
-    id: int
-    indices: list[int]
-    workers: int
+class OutcomeSpec:
+    """A job's outcome. In a call made with ``want``, its log follows as a blob, then its
+    binary when ``binary``; without, nothing follows (the status says how it went)."""
 
-
-@dataclass(frozen=True)
-class Output:
-    """A job's outcome, with its log and binary as blobs."""
-
-    TYPE: ClassVar[str] = "output"
-    id: int
     index: int
     status: str
     answer: str
@@ -194,43 +186,33 @@ class Output:
     warnings: list[str]
     binary: bool
     cause: list[Any] | None  # [errno or None, message] of an OSError
-    workers: int
 
 
 @dataclass(frozen=True)
-class Done:
-    """A job's outcome for a request made with ``want=False``: no log, no binary."""
+class Results:
+    """What happened to call ``id``'s jobs since the last one: those that started
+    compiling, and the outcomes (blobs in their order); ``end``: the call is over, every
+    job has had its outcome (one still waiting never will)."""
 
-    TYPE: ClassVar[str] = "done"
+    TYPE: ClassVar[str] = "results"
     id: int
-    index: int
-    status: str
-    answer: str
-    elapsed: float
-    workers: int
+    started: list[int]
+    outcomes: list[OutcomeSpec]
+    end: bool
 
 
 @dataclass(frozen=True)
 class Workers:
-    """The server's worker count changed (a worker started or ended)."""
+    """The server's worker count: said when it changes, and as a keepalive."""
 
     TYPE: ClassVar[str] = "workers"
     workers: int
 
 
 @dataclass(frozen=True)
-class Ended:
-    """Every job of request ``id`` has had its outcome."""
-
-    TYPE: ClassVar[str] = "ended"
-    id: int
-
-
-@dataclass(frozen=True)
 class WarmedUp:
     TYPE: ClassVar[str] = "warmed_up"
     id: int
-    workers: int
 
 
 @dataclass(frozen=True)
@@ -269,17 +251,13 @@ _MESSAGES: dict[str, type] = {
         Hello,
         Compile,
         Jobs,
-        End,
         Cancel,
         WarmUp,
         Status,
         Stop,
         Welcome,
-        Started,
-        Output,
-        Done,
+        Results,
         Workers,
-        Ended,
         WarmedUp,
         StatusReply,
         Stopping,
@@ -299,7 +277,7 @@ def parse(message: Message) -> Any:
 
 def send_form(message: Any, blobs: Sequence[bytes] = ()) -> tuple[dict[str, Any], Sequence[bytes]]:
     """A typed message as the wire's fields and blobs."""
-    fields = dataclasses.asdict(message)
+    fields = plain(message)
     fields["type"] = message.TYPE
     return fields, blobs
 

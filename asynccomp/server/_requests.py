@@ -1,12 +1,15 @@
 """What the compile server does with one client's requests, on its one scheduler.
 
 A client's ``compile`` request opens a call of the server's
-:class:`~asynccomp._scheduler.local.Scheduler` whose jobs arrive in ``jobs`` messages
-(each job checked here: one of this server's backends, an architecture its compiler
-takes, rendered for its toolkit) until ``end``; the call's events go back as
-``started`` and ``output`` (or ``done``, for a call nobody reads) messages, and
-``ended`` once every job has its outcome. ``cancel`` stops a call (and nobody else's);
-``warm_up``, ``status`` and ``stop`` are answered by id, while calls run.
+:class:`~asynccomp._scheduler.local.Scheduler` with its first jobs; more may follow in
+``jobs`` messages, until one says ``end`` (each job checked here: one of this server's
+backends, an architecture its compiler takes, rendered for its toolkit). The call's
+events (a job started, a job's outcome) are gathered as they happen and go back in
+``results`` messages, as many as the session's writer finds ready at once in one
+message (of at most :data:`PACK_BYTES`), the last saying ``end``: a one-job call
+answered from the cache is one message in and one out. ``cancel`` stops a call (and
+nobody else's); ``warm_up``, ``status`` and ``stop`` are answered by id, while calls
+run.
 
 A request of the wrong shape, or a job this server will not run, is refused with an
 ``error`` naming the request; the connection goes on.
@@ -23,20 +26,20 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
-from .._scheduler.local import Scheduler, Tally
+from .._scheduler.local import Counting, Scheduler, Tally
 from ..backends import PreparedCompile, arch_supported, backend_class
 from ..job import MAX_SOURCE_CHARS, parse_arch
 from ..runner import CompileRequest, Outcome
 from ..toolkit import Toolkit
-from ._forms import output_form, prepared_of
+from ._forms import outcome_form, prepared_of
 from ._protocol import (
     Cancel,
     Compile,
-    End,
-    Ended,
     Error,
     Jobs,
-    Started,
+    JobSpec,
+    OutcomeSpec,
+    Results,
     Status,
     StatusReply,
     Stop,
@@ -48,7 +51,15 @@ from ._protocol import (
 )
 from ._wire import Message, WireError
 
-__all__ = ("FEED", "MIN_IN_FLIGHT", "Host", "Poster", "Requests", "in_flight_limit")
+__all__ = (
+    "FEED",
+    "MIN_IN_FLIGHT",
+    "PACK_BYTES",
+    "Host",
+    "Poster",
+    "Requests",
+    "in_flight_limit",
+)
 
 
 class Host(Protocol):
@@ -81,10 +92,28 @@ FEED = 16
 MIN_IN_FLIGHT = 64
 
 
+#: A ``results`` message carries outcomes up to about this many bytes of logs and
+#: binaries (one larger outcome goes alone, in as many frames as it needs).
+PACK_BYTES = 2**20
+
+#: What a session's writer writes for a call: messages, each with its blobs and how many
+#: answers and bytes of the session's bounds it frees.
+Drained = list[tuple[Any, list[bytes], int, int]]
+
+
 class Poster(Protocol):
     """Where a client's answers go: posted from plain code, written in order."""
 
     def post(self, message: Any, blobs: Sequence[bytes] = ()) -> None: ...
+
+    def post_later(self, drain: Callable[[], Drained], answers: int, size: int) -> None:
+        """Write what ``drain()`` gives when the writer comes to it (what is ready
+        then goes out together); ``answers`` and ``size`` count toward the bounds now."""
+        ...
+
+    def hold(self, answers: int, size: int) -> None:
+        """``answers`` more (``size`` bytes) wait in a drain already posted."""
+        ...
 
     async def room(self) -> None:
         """Until the client's answers waiting to be written are under the bounds."""
@@ -103,8 +132,9 @@ def _size(request: CompileRequest) -> int:
     return len(request.prepared.source) + len(request.prepared.fallback_source or "")
 
 
-class _Call:
-    """One compile request of a client: its jobs as they arrive, and its events."""
+class _ClientCall:
+    """One call of a client: its jobs as they arrive, and what goes back to it, gathered
+    until the session's writer takes it (:meth:`drain`)."""
 
     def __init__(
         self, host: Host, out: Poster, number: int, want: bool, ended: Callable[[int], None]
@@ -119,23 +149,83 @@ class _Call:
         self.send, self.receive = anyio.create_memory_object_stream[Sequence[CompileRequest]](
             math.inf
         )
-        self.timeouts: dict[int, float | None] = {}
         self.waiting = 0  # jobs received, not handed to the scheduler
         self.waiting_bytes = 0
+        self.received = 0  # jobs received, and outcomes made
+        self.answered = 0
+        self.last = False  # the client said end: no more jobs
+        self.over = False  # end said back: nothing more goes out
+        self.run_over = False  # the scheduler is done with the call
+        # Gathered and not yet written (a drain is posted while there is some).
+        self._started: list[int] = []
+        self._outcomes: list[tuple[OutcomeSpec, list[bytes], int]] = []
+        self._posted = False
+        #: What the scheduler tells (started, finished), counted in the server's tally.
+        self.events = Counting(host.tally, self)
+
+    def take(self, chunk: list[CompileRequest], last: bool) -> None:
+        self.received += len(chunk)
+        self.events.expect(chunk)
+        self.last = last
+        if chunk:
+            self.send.send_nowait(chunk)
+        if last:
+            self.send.close()
 
     def started(self, index: int) -> None:
-        self.host.tally.started()
-        self.out.post(Started(self.id, [index], self.host.workers()))
+        self._started.append(index)
+        self._gathered(1, 0)
 
     def finished(self, index: int, outcome: Outcome) -> None:
-        tally = self.host.tally
-        status = outcome.output.status
-        tally.answered(outcome.answer)
-        timeout = self.timeouts.pop(index, None)
-        tally.ended(ok=status == "ok", timed_out=status == "timeout" and timeout is not None)
-        self.out.post(*output_form(self.id, index, outcome, self.host.workers(), self.want))
+        spec, blobs = outcome_form(index, outcome, self.want)
+        size = 256 + sum(len(b) for b in blobs)
+        self._outcomes.append((spec, blobs, size))
+        self.answered += 1
+        self._gathered(1, size)
         self.fed -= 1
         self.ended(1)
+
+    def finish_run(self) -> None:
+        """The scheduler returned: every job has had its outcome; say end (if the last
+        outcome has not said it already)."""
+        self.run_over = True
+        self._gathered(0, 0)
+
+    def _gathered(self, answers: int, size: int) -> None:
+        if self._posted:
+            self.out.hold(answers, size)
+        else:
+            self._posted = True
+            self.out.post_later(self.drain, answers, size)
+
+    def drain(self) -> Drained:
+        """What is gathered, as ``results`` messages of about PACK_BYTES each; the last
+        says ``end`` once every job the client sent has had its outcome."""
+        self._posted = False
+        started, self._started = self._started, []
+        outcomes, self._outcomes = self._outcomes, []
+        if self.over:
+            return []
+        messages: Drained = []
+        while True:
+            specs: list[OutcomeSpec] = []
+            blobs: list[bytes] = []
+            size = 0
+            while outcomes and (not specs or size + outcomes[0][2] <= PACK_BYTES):
+                spec, its_blobs, its_size = outcomes.pop(0)
+                specs.append(spec)
+                blobs.extend(its_blobs)
+                size += its_size
+            complete = self.run_over or (self.last and self.answered == self.received)
+            end = complete and not outcomes
+            if specs or started or end:
+                answers = len(specs) + len(started)
+                messages.append((Results(self.id, started, specs, end), blobs, answers, size))
+                started = []
+            if end:
+                self.over = True
+            if not outcomes:
+                return messages
 
 
 class Requests:
@@ -145,7 +235,7 @@ class Requests:
         self.host = host
         self.out = out
         self.task_group = task_group
-        self.calls: dict[int, _Call] = {}
+        self.calls: dict[int, _ClientCall] = {}
         #: This client's jobs in the scheduler (handed to it, not ended).
         self.in_flight = 0
         self._left = anyio.Event()
@@ -164,7 +254,7 @@ class Requests:
                 self._handed = anyio.Event()
             await self._handed.wait()
 
-    def _waiting(self, call: _Call, count: int, size: int) -> None:
+    def _waiting(self, call: _ClientCall, count: int, size: int) -> None:
         """``count`` jobs of ``call`` (``size`` bytes of sources) more waiting (fewer,
         when negative)."""
         call.waiting += count
@@ -198,22 +288,19 @@ class Requests:
         if isinstance(request, Compile):
             if request.id in self.calls:
                 raise WireError(f"request {request.id} is already open")
-            call = _Call(self.host, self.out, request.id, request.want, self._ended)
+            call = _ClientCall(self.host, self.out, request.id, request.want, self._ended)
             self.calls[request.id] = call
+            try:
+                self._take_jobs(call, request.jobs, request.end, message.blobs)
+            except BaseException:
+                del self.calls[request.id]  # refused whole: it never runs
+                raise
             self.task_group.start_soon(self._run, call)
         elif isinstance(request, Jobs):
             call = self._open(request.id)
-            chunk = self._jobs(request, message.blobs)
-            for item in chunk:
-                call.timeouts[item.index] = item.prepared.timeout
-            self.host.tally.submitted += len(chunk)
-            try:
-                call.send.send_nowait(chunk)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                raise WireError(f"request {request.id} has ended; no more jobs") from None
-            self._waiting(call, len(chunk), sum(_size(r) for r in chunk))
-        elif isinstance(request, End):
-            self._open(request.id).send.close()
+            if call.last:
+                raise WireError(f"request {request.id} has ended; no more jobs")
+            self._take_jobs(call, request.jobs, request.end, message.blobs)
         elif isinstance(request, Cancel):
             cancelled = self.calls.get(request.id)
             if cancelled is not None:
@@ -228,20 +315,30 @@ class Requests:
         else:
             raise WireError(f"a {message.type!r} message is not a request")
 
-    def _open(self, number: int) -> _Call:
+    def _take_jobs(
+        self, call: _ClientCall, specs: list[JobSpec], last: bool, blobs: list[bytes]
+    ) -> None:
+        chunk = self._jobs(specs, blobs)
+        try:
+            call.take(chunk, last)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise WireError(f"request {call.id} has ended; no more jobs") from None
+        self._waiting(call, len(chunk), sum(_size(r) for r in chunk))
+
+    def _open(self, number: int) -> _ClientCall:
         call = self.calls.get(number)
         if call is None:
             raise WireError(f"request {number} is not open")
         return call
 
-    def _jobs(self, message: Jobs, blobs: list[bytes]) -> list[CompileRequest]:
-        """The requests a ``jobs`` message carries, each checked (ValueError: refused)."""
-        needed = sum(2 if spec.fallback else 1 for spec in message.jobs)
+    def _jobs(self, specs: list[JobSpec], blobs: list[bytes]) -> list[CompileRequest]:
+        """The requests a message carries, each checked (ValueError: refused)."""
+        needed = sum(2 if spec.fallback else 1 for spec in specs)
         if needed != len(blobs):
-            raise WireError(f"{len(message.jobs)} jobs with {len(blobs)} sources")
+            raise WireError(f"{len(specs)} jobs with {len(blobs)} sources")
         chunk: list[CompileRequest] = []
         at = 0
-        for spec in message.jobs:
+        for spec in specs:
             count = 2 if spec.fallback else 1
             request = prepared_of(spec, blobs[at : at + count])
             at += count
@@ -249,11 +346,11 @@ class Requests:
             chunk.append(request)
         return chunk
 
-    async def _run(self, call: _Call) -> None:
+    async def _run(self, call: _ClientCall) -> None:
         try:
             with call.scope:
-                await self.host.scheduler.run(self._fed(call), call, want=call.want)
-                self.out.post(Ended(call.id))
+                await self.host.scheduler.run(self._fed(call), call.events, want=call.want)
+                call.finish_run()
         finally:
             call.send.close()
             call.receive.close()
@@ -267,7 +364,7 @@ class Requests:
             self.in_flight -= count
             self._left.set()
 
-    async def _fed(self, call: _Call) -> AsyncIterator[Sequence[CompileRequest]]:
+    async def _fed(self, call: _ClientCall) -> AsyncIterator[Sequence[CompileRequest]]:
         """A call's jobs for the scheduler, FEED at a time, longest first among those
         that have arrived, each batch once the client has room for its answers and
         fewer than :func:`in_flight_limit` jobs in the scheduler: a client that reads
@@ -276,14 +373,14 @@ class Requests:
         more = True
         limit = in_flight_limit(self.host.scheduler.slots())
         while more or arrived:
-            while more:  # take what has arrived, without waiting
+            while more:  # take what has arrived, without waiting (or a turn of the loop)
                 try:
-                    if arrived:
+                    try:
                         chunk = call.receive.receive_nowait()
-                    else:
+                    except anyio.WouldBlock:
+                        if arrived:
+                            break
                         chunk = await call.receive.receive()
-                except anyio.WouldBlock:
-                    break
                 except anyio.EndOfStream:
                     more = False
                     break
@@ -304,7 +401,7 @@ class Requests:
 
     async def _warm_up(self, number: int) -> None:
         await self.host.warm_up()
-        self.out.post(WarmedUp(number, self.host.workers()))
+        self.out.post(WarmedUp(number))
 
 
 def in_flight_limit(slots: Mapping[str, int]) -> int:

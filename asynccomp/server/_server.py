@@ -42,7 +42,7 @@ from ..toolkit import Toolkit
 from ._forms import toolkit_to
 from ._paths import ServerPaths
 from ._protocol import PROTOCOL, Welcome, Workers
-from ._session import KEEPALIVE, WRITE_TIMEOUT, Session
+from ._session import WRITE_TIMEOUT, Session
 
 __all__ = ("DEFAULT_IDLE_TIMEOUT", "Server")
 
@@ -98,6 +98,7 @@ class Server:
         self._stop = anyio.Event()
         self._lock_fd: int | None = None
         self._warmed = False
+        self._told_workers = 0  # the worker count clients were last told
 
     # -- what sessions and requests use (asynccomp.server._requests.Host) --------------------
 
@@ -181,11 +182,12 @@ class Server:
                 stack.push_async_callback(self._runner.aclose)
                 await self._runner.start(background)
                 self._local = self._runner.started
+                self._told_workers = self.workers()
+                self._local.scheduler.watch_workers(self._workers_changed)
                 async with anyio.create_task_group() as serving:
                     serving.start_soon(listener.serve, self._handle)
                     serving.start_soon(self._watch_idle)
                     serving.start_soon(self._watch_signals)
-                    serving.start_soon(self._watch_workers)
                     if self.warm:
                         serving.start_soon(self._warm_up_now)
                     logger.info(
@@ -238,19 +240,16 @@ class Server:
                 self.stop()
                 return
 
-    async def _watch_workers(self) -> None:
+    def _workers_changed(self) -> None:
         """Tell every client when the worker count changes (their statistics show it
-        live, as an engine in process does), and a client told nothing for KEEPALIVE
-        seconds again: a client takes a server silent for long for a stopped one."""
-        told = self.workers()
-        while True:
-            await anyio.sleep(0.2)
-            now = self.workers()
-            changed, told = now != told, now
-            quiet_since = time.monotonic() - KEEPALIVE
-            for session in list(self._sessions):
-                if session.greeted and (changed or session.last_post < quiet_since):
-                    session.post(Workers(now))
+        live, as an engine in process does): called by the backends, not polled."""
+        now = self.workers()
+        if now == self._told_workers:
+            return
+        self._told_workers = now
+        for session in list(self._sessions):
+            if session.greeted:
+                session.post(Workers(now))
 
     async def _warm_up_now(self) -> None:
         started = time.monotonic()

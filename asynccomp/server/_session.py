@@ -18,8 +18,13 @@ yet handed to the scheduler (a client that sends faster than it compiles), and a
 client that reads nothing for :data:`WRITE_TIMEOUT` seconds while answers wait for it
 (a stopped process) is dropped: its compiles are cancelled and what was waiting for it
 is freed. Every :data:`KEEPALIVE` seconds without an answer the session says the worker
-count again, so a client can tell a silent server from a busy one (:mod:`._client` gives
-up on one silent for much longer).
+count again (a timer of its own, not a poll), so a client can tell a silent server from a
+busy one (:mod:`._client` gives up on one silent for much longer).
+
+A call's answers are not posted one by one: the call gathers them and posts one drain
+(:meth:`Session.post_later`), which the writer runs when it comes to it, so what is
+ready by then (a chunk's cache hits, a job's outcome and the call's end) goes out as
+one message.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -38,9 +43,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._version import __version__
 from ._paths import peer_uid
-from ._protocol import PROTOCOL, Closing, Error, Hello, Welcome, parse, send_form
-from ._requests import Host, Requests
-from ._wire import Message, WireError, encode, read_message
+from ._protocol import PROTOCOL, Closing, Error, Hello, Welcome, Workers, parse, send_form
+from ._requests import Drained, Host, Requests
+from ._wire import Message, WireError, encode, read_message, send_now
 
 __all__ = (
     "HELLO_TIMEOUT",
@@ -77,6 +82,8 @@ class Greeter(Host, Protocol):
 
     def welcome(self) -> Welcome: ...
 
+    def workers(self) -> int: ...
+
 
 class Session:
     """One client: its stream, what goes out to it, and its requests."""
@@ -98,7 +105,7 @@ class Session:
         # Posted from plain code (the scheduler's events), so never refused here: the
         # bound is on reading requests and feeding jobs (``room``), which make answers.
         self._out, self._queue = anyio.create_memory_object_stream[
-            tuple[Mapping[str, Any], Sequence[bytes], int]
+            tuple[Mapping[str, Any], Sequence[bytes], int] | Callable[[], Drained]
         ](math.inf)
         self.drained = anyio.Event()
         #: Answers posted and not yet written, and their size in bytes.
@@ -119,6 +126,16 @@ class Session:
             self.unsent += 1
             self.unsent_bytes += size
             self.last_post = time.monotonic()
+
+    def post_later(self, drain: Callable[[], Drained], answers: int, size: int) -> None:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._out.send_nowait(drain)
+            self.hold(answers, size)
+
+    def hold(self, answers: int, size: int) -> None:
+        self.unsent += answers
+        self.unsent_bytes += size
+        self.last_post = time.monotonic()
 
     def _full(self) -> bool:
         return self.unsent >= MAX_UNSENT_ANSWERS or self.unsent_bytes >= MAX_UNSENT_BYTES
@@ -146,6 +163,7 @@ class Session:
             self.greeted = True
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._write, tg.cancel_scope)
+                tg.start_soon(self._keep_alive)
                 self.requests = Requests(self.server, self, tg)
                 try:
                     await self._read(self.requests)
@@ -192,15 +210,36 @@ class Session:
     async def _write(self, scope: anyio.CancelScope) -> None:
         """Write what is posted until the queue is closed; a client that leaves a frame
         unread for ``write_timeout`` seconds is dropped (its requests stop)."""
+        raw = self.stream.extra(anyio.abc.SocketAttribute.raw_socket)
         try:
-            async for fields, blobs, size in self._queue:
-                for frame in encode(fields, blobs):
-                    with anyio.fail_after(self.write_timeout):
-                        await self.stream.send(frame)
-                self.unsent -= 1
-                self.unsent_bytes -= size
-                self._room.set()
-        except TimeoutError:
+            # One scope whose deadline is set around each frame's send (a scope per
+            # frame cost a cache hit more than its send).
+            with anyio.CancelScope() as bound:
+                async for item in self._queue:
+                    if callable(item):  # a call's drain: what it has gathered by now
+                        messages = [
+                            (send_form(message, blobs), answers, size)
+                            for message, blobs, answers, size in item()
+                        ]
+                    else:
+                        fields, blobs, size = item
+                        messages = [((dict(fields), blobs), 1, size)]
+                    for (fields, blobs), answers, size in messages:
+                        for frame in encode(fields, blobs):
+                            rest = send_now(raw, frame)  # most answers: all of it
+                            if rest:
+                                bound.deadline = anyio.current_time() + self.write_timeout
+                                await self.stream.send(rest)
+                                bound.deadline = math.inf
+                        self.unsent -= answers
+                        self.unsent_bytes -= size
+                    self._room.set()
+        except _GONE:
+            scope.cancel()  # the client is gone: its requests stop
+        finally:
+            self._queue.close()
+            self.drained.set()
+        if bound.cancelled_caught:
             logger.warning(
                 "a client (pid %s) read nothing for %g s with %d answers waiting: dropped, "
                 "its %d open requests cancelled",
@@ -210,11 +249,16 @@ class Session:
                 self.open_requests,
             )
             scope.cancel()
-        except _GONE:
-            scope.cancel()  # the client is gone: its requests stop
-        finally:
-            self._queue.close()
-            self.drained.set()
+
+    async def _keep_alive(self) -> None:
+        """Say the worker count after KEEPALIVE seconds without an answer: a client
+        takes a server silent for long for a stopped one."""
+        while True:
+            quiet = time.monotonic() - self.last_post
+            if quiet >= KEEPALIVE:
+                self.post(Workers(self.server.workers()))
+                quiet = 0.0
+            await anyio.sleep(KEEPALIVE - quiet)
 
     async def _say(self, message: Any) -> None:
         """Write one message now (before the writer runs: hello's answer)."""

@@ -18,6 +18,7 @@ known shape or raises ``WireError``. What the messages are is :mod:`._protocol`.
 from __future__ import annotations
 
 import json
+import socket
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,7 +28,15 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..job import MAX_SOURCE_CHARS
 
-__all__ = ("FRAME_LIMIT", "MESSAGE_LIMIT", "Message", "WireError", "encode", "read_message")
+__all__ = (
+    "FRAME_LIMIT",
+    "MESSAGE_LIMIT",
+    "Message",
+    "WireError",
+    "encode",
+    "read_message",
+    "send_now",
+)
 
 #: The largest frame, in bytes.
 FRAME_LIMIT = 4 * 2**20
@@ -74,6 +83,18 @@ def encode(fields: Mapping[str, Any], blobs: Sequence[bytes] = ()) -> list[bytes
         _LENGTH.pack(len(view[i : i + FRAME_LIMIT])) + view[i : i + FRAME_LIMIT]
         for i in range(0, len(body), FRAME_LIMIT)
     ]
+
+
+def send_now(raw: socket.socket, frame: bytes) -> bytes:
+    """What of ``frame`` the socket's buffer did not take at once (its non-blocking
+    ``send``): a small answer goes out without a turn of the event loop, which the
+    stream's ``send`` takes first; the rest is for the stream. Errors are the socket's
+    (a peer gone: ``OSError``)."""
+    try:
+        sent = raw.send(frame)
+    except (BlockingIOError, InterruptedError):
+        return frame
+    return frame[sent:]
 
 
 async def _frame(stream: BufferedByteReceiveStream, first: bool) -> bytes | None:
