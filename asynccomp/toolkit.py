@@ -41,6 +41,7 @@ __all__ = (
     "find_toolkit",
     "locate_toolkit",
     "target_triple",
+    "tool_version",
     "toolkit_fingerprint",
 )
 
@@ -87,10 +88,13 @@ class Toolkit:
         return "\n".join(lines)
 
 
-def _nvcc_version(nvcc: Path) -> str | None:
+def tool_version(tool: Path, *, last_line: bool = False) -> str | None:
+    """``13.0.88`` from a CUDA tool's ``--version`` (nvcc, ptxas: "release 13.0,
+    V13.0.88"). Without that line: the output's last line if ``last_line`` (a build of
+    nvcc that words it otherwise still has a version to show), else ``None``. Blocking."""
     try:
         out = subprocess.run(
-            [str(nvcc), "--version"], capture_output=True, text=True, timeout=60, check=False
+            [str(tool), "--version"], capture_output=True, text=True, timeout=60, check=False
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
@@ -98,7 +102,7 @@ def _nvcc_version(nvcc: Path) -> str | None:
     if match:
         return match.group(1)
     lines = out.strip().splitlines()
-    return lines[-1] if lines else None
+    return lines[-1] if lines and last_line else None
 
 
 def _root_of(nvcc: Path) -> Path | None:
@@ -269,7 +273,7 @@ def discover_toolkit(
     nvrtc_version, nvrtc_library, nvrtc_error = _nvrtc()
     return Toolkit(
         nvcc=found.nvcc,
-        nvcc_version=_nvcc_version(found.nvcc) if found.nvcc is not None else None,
+        nvcc_version=tool_version(found.nvcc, last_line=True) if found.nvcc is not None else None,
         cuda_root=found.cuda_root,
         include_dirs=found.include_dirs,
         nvrtc_version=nvrtc_version,

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import functools
 import re
-import subprocess
 from pathlib import Path
 
 import anyio.abc
@@ -53,7 +52,7 @@ import anyio.to_thread
 
 from ..errors import CompileError, InvalidJob, ToolkitNotFound
 from ..job import CompileJob, parse_arch
-from ..toolkit import Toolkit
+from ..toolkit import Toolkit, tool_version
 from ._base import (
     BackendOptions,
     BackendSettings,
@@ -126,14 +125,7 @@ def _ptxas(toolkit: Toolkit) -> Path | None:
 @functools.cache
 def _ptxas_version(ptxas: Path) -> str | None:
     """``13.0.88`` from ``ptxas --version`` (blocking; once per process)."""
-    try:
-        out = subprocess.run(
-            [str(ptxas), "--version"], capture_output=True, text=True, timeout=60, check=False
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    match = re.search(r"release [\d.]+, V([\d.]+)", out)
-    return match.group(1) if match else None
+    return tool_version(ptxas)
 
 
 class PtxBackend(ProgramBackend):
