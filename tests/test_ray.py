@@ -86,7 +86,7 @@ async def test_same_bytes_as_local_workers_spread_over_both_nodes(cluster: RayCl
 
 
 async def test_a_repeated_job_never_reaches_the_cluster_again(
-    cluster: RayCluster, tmp_path: Path
+    cluster: RayCluster, tmp_path: Path, team_key: str
 ) -> None:
     redis = RedisServer(tmp_path)
     try:
