@@ -8,6 +8,12 @@ from typing import Any
 
 import pytest
 
+# The team's key and a real Redis, for every module (the key is set per test, by
+# monkeypatch: a remote tier's test asks for it, and no other test sees it).
+from .redis_server import redis_server, team_key
+
+__all__ = ("redis_server", "team_key")
+
 
 @pytest.fixture(autouse=True, scope="session")
 def this_checkout_in_subprocesses() -> Iterator[None]:

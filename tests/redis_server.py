@@ -1,14 +1,15 @@
 """A real Redis server (Debian's redis-server) for the remote cache's tests.
 
-A remote tier needs the team's key (``$ASYNCCOMP_REMOTE_CACHE_KEY``): while a
-:class:`RedisServer` runs, the environment holds :data:`TEAM_KEY`, as the machines of a
-team sharing that Redis would, and :meth:`RedisServer.stop` puts back what was there.
+A remote tier needs the team's key (``$ASYNCCOMP_REMOTE_CACHE_KEY``): a test that uses
+one asks for the :func:`team_key` fixture (``redis_server`` does), which puts
+:data:`TEAM_KEY` in the environment for that test alone, as the machines of a team
+sharing that Redis would have it. (A server that set it itself leaked it into later
+tests of the process whenever two were stopped out of order.)
 """
 
 from __future__ import annotations
 
 import io
-import os
 import shutil
 import socket
 import subprocess
@@ -34,9 +35,8 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """``redis-server`` on a free local port, without persistence; its team's key in the
-    environment until :meth:`stop`. ``password``: clients must log in (``requirepass``),
-    and :attr:`url` says the password."""
+    """``redis-server`` on a free local port, without persistence. ``password``: clients
+    must log in (``requirepass``), and :attr:`url` says the password."""
 
     def __init__(self, folder: Path, *, password: str | None = None) -> None:
         binary = shutil.which("redis-server")
@@ -54,11 +54,6 @@ class RedisServer:
             raise RuntimeError("redis-server did not start on any of 5 free ports")
         login = f":{password}@" if password is not None else ""
         self.url = f"redis://{login}127.0.0.1:{self.port}/0"
-        self._saved_key: dict[str, str | None] | None = {
-            name: os.environ.pop(name, None)
-            for name in (REMOTE_CACHE_KEY_ENV, REMOTE_CACHE_KEY_FILE_ENV)
-        }
-        os.environ[REMOTE_CACHE_KEY_ENV] = TEAM_KEY
 
     def _start(self, binary: str, folder: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
@@ -155,12 +150,6 @@ class RedisServer:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-        saved, self._saved_key = self._saved_key, None
-        for name, value in (saved or {}).items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @pytest.fixture
@@ -172,7 +161,7 @@ def team_key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+def redis_server(tmp_path: Path, team_key: str) -> Iterator[RedisServer]:
     server = RedisServer(tmp_path)
     try:
         yield server

@@ -122,7 +122,7 @@ def test_an_unknown_backend_is_a_typed_error_listing_the_registered_ones() -> No
     with pytest.raises(UnknownBackend, match="invalid backend 'clang': expected one of ") as e:
         CompileJob("x", backend="clang")
     assert isinstance(e.value, InvalidJob) and e.value.field == "backend"
-    assert e.value.registered == backend_names() == ("nvrtc", "nvcc", "ptx")
+    assert e.value.registered == backend_names() == ("nvrtc", "nvcc", "ptx", "nvjitlink")
     with pytest.raises(UnknownBackend):
         backend_class(None)
 

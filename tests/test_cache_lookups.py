@@ -25,6 +25,7 @@ from asynccomp.cache._format import encode_entry
 from asynccomp.cache._includes import READ_LIMIT
 
 from .kernels import ARCH, needs_nvcc, scale_kernel
+from .processes import wait_until
 from .redis_server import TEAM_KEY, RedisServer, redis_server
 
 __all__ = ("redis_server",)
@@ -235,9 +236,11 @@ async def test_slow_entries_do_not_starve_an_unrelated_nvcc_job(
         assert (await engine.compile(nvcc_jobs[0])).ok
         alone = time.monotonic() - started
         async with anyio.create_task_group() as tg:
+            reading = _bytes_read()
             for job in jobs:  # one call each: 41 lookups at once, each checking for minutes
                 tg.start_soon(engine.compile, job)
-            await anyio.sleep(0.5)  # all under way
+            # Under way: the slow checks are reading their headers.
+            await wait_until(lambda: _bytes_read() - reading > 8 * 2**20)
             started, read = time.monotonic(), _bytes_read()
             result = None
             with anyio.move_on_after(30):

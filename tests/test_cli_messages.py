@@ -28,7 +28,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def locked_redis(tmp_path: Path) -> Iterator[RedisServer]:
+def locked_redis(tmp_path: Path, team_key: str) -> Iterator[RedisServer]:
     """A real Redis that wants a password (``requirepass``)."""
     server = RedisServer(tmp_path, password=PASSWORD)
     try:
@@ -85,7 +85,7 @@ def test_doctor_fails_on_a_remote_cache_it_cannot_use(tmp_path: Path, url: str, 
     assert any(said in problem for problem in facts["problems"])
 
 
-def test_the_authentication_warning_is_said_once(tmp_path: Path) -> None:
+def test_the_authentication_warning_is_said_once(tmp_path: Path, team_key: str) -> None:
     server = RedisServer(tmp_path)
     try:
         (tmp_path / "k.cu").write_text(scale_kernel(61.0))

@@ -3,6 +3,8 @@ completion order, and how many worker processes a run starts."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from asynccomp import (
@@ -124,6 +126,19 @@ async def test_worker_processes_start_only_for_jobs_in_flight() -> None:
         assert all(r.ok for r in results)
         assert 1 <= len(nvrtc_workers()) <= 2
         assert engine.statistics().workers == len(nvrtc_workers())
+
+
+async def test_two_engines_of_one_process_each_start_nvrtc_workers() -> None:
+    """Each worker process gets a folder of its own (as ``$TMPDIR``), whichever engine of
+    the process starts it (two engines' first workers once took the same name)."""
+    settings: dict[str, Any] = {"arch": ARCH, "nvrtc_workers": 1, "nvrtc_mode": "processes"}
+    async with Engine(**settings, cache=False) as a, Engine(**settings, cache=False) as b:
+        first, second = (
+            await a.compile(CompileJob(scale_kernel(1.5))),
+            await b.compile(CompileJob(scale_kernel(2.5))),
+        )
+        assert first.ok and second.ok, (first.error, second.error)
+        assert len(nvrtc_workers()) == 2
 
 
 @needs_nvcc

@@ -33,7 +33,7 @@ from asynccomp import (
     SettingsError,
 )
 from asynccomp import server as server_api
-from asynccomp.backends import PtxBackend
+from asynccomp.backends import NvJitLinkBackend, PtxBackend
 from asynccomp.toolkit import find_toolkit
 
 from .doors import Door, DoorEngine, open_door
@@ -286,8 +286,36 @@ async def ptx_backend(door: Door) -> Seen:
     return seen([made, *results], stats)
 
 
+async def nvjitlink_backend(door: Door) -> Seen:
+    """The fourth backend through every door: PTX in bulk with nvJitLink in threads of
+    whichever process compiles (the server's, a Ray actor's), NVRTC's PTX as it is
+    (nvJitLink is of NVRTC's release), and a ``.target`` the engine's arch cannot take."""
+    if NvJitLinkBackend.version(None) is None:
+        pytest.skip("nvJitLink is not installed (pip install nvidia-nvjitlink)")
+    hand = [
+        CompileJob(tagged(ptx_kernel(float(i))), name=f"jit{i}", backend="nvjitlink")
+        for i in range(4)
+    ]
+    async with open_door(door, arch=ARCH) as engine:
+        made = await engine.compile(CompileJob(tagged(scale_kernel(8.0)), output="ptx"))
+        ptx = made.unwrap().decode()
+        from_nvrtc = CompileJob(tagged(ptx), name="nvrtc_ptx", backend="nvjitlink")
+        mismatch = CompileJob(tagged(ptx_kernel(target="sm_100a")), name="b", backend="nvjitlink")
+        results = await engine.compile_many([*hand, from_nvrtc, mismatch])
+        stats = await engine.statistics()
+    for result in results[:-1]:
+        assert result.ok, result.error
+        assert result.unwrap().startswith(b"\x7fELF") and result.output == "cubin"
+        assert result.resources["scale"].arch == ARCH  # -verbose: ptxas's report, parsed
+        assert result.resources["scale"].registers > 0
+    error = results[-1].error
+    assert isinstance(error, CompileError) and ".target sm_100a" in str(error)
+    return seen([made, *results], stats)
+
+
 CASES: dict[str, Case] = {
     "ptx_backend": ptx_backend,
+    "nvjitlink_backend": nvjitlink_backend,
     "unsupported_arch": unsupported_arch,
     "refused_batch": refused_batch,
     "compile_error": compile_error,

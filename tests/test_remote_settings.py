@@ -198,7 +198,7 @@ async def test_a_bad_environment_costs_a_facade_no_compile(
 
 
 async def test_the_password_is_used_and_never_shown(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, team_key: str
 ) -> None:
     server = RedisServer(tmp_path, password=PASSWORD)
     try:

@@ -95,18 +95,27 @@ class Front:
         if not outlines:
             return
         call = _BatchRun(self, batch, jobs, base_dir)
-        wanted = batch.wanted or any(self.dumps.wants(jobs[o.index]) for o in outlines)
+        dumping = any(self.dumps.wants(jobs[o.index]) for o in outlines)
+        if not dumping:
+            # No dump to write, so no task group for their writers (its exit is a turn of
+            # the event loop, a good part of a one-job cache hit).
+            await self._hand_over(call, outlines, batch.wanted)
+            return
         async with anyio.create_task_group() as tg:
             call.task_group = tg
-            requests = call.requests(outlines)
+            await self._hand_over(call, outlines, True)
+
+    async def _hand_over(self, call: _BatchRun, outlines: list[Outline], want: bool) -> None:
+        """Run ``call``'s requests on the runner (``want``: with their outputs)."""
+        requests = call.requests(outlines)
+        try:
+            await self.runner.run(requests, call, want=want)
+        finally:
             try:
-                await self.runner.run(requests, call, want=wanted)
+                await requests.aclose()
+                await call.close_dumps()
             finally:
-                try:
-                    await requests.aclose()
-                    await call.close_dumps()
-                finally:
-                    call.forget()  # whatever the dumps raised: the front's counts stay true
+                call.forget()  # whatever the dumps raised: the front's counts stay true
 
     def deliver(
         self,
@@ -147,8 +156,11 @@ class _BatchRun:
             cwd = None
         base_dir = self.base_dir
         for start in range(0, len(outlines), CHUNK):
-            # Between chunks other tasks run, and a cancelled caller stops here.
-            await anyio.lowlevel.checkpoint()
+            if start:
+                # Between chunks other tasks run, and a cancelled caller stops here (the
+                # call checkpointed as it began: a turn of the loop is a good part of a
+                # one-job cache hit).
+                await anyio.lowlevel.checkpoint()
             chunk: list[PlannedJob] = []
             for outline in outlines[start : start + CHUNK]:
                 job = self.jobs[outline.index]

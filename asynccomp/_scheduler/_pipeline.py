@@ -61,6 +61,7 @@ class _SchedulerRun:
         self.number = float(number)
         self.task_group: anyio.abc.TaskGroup | None = None
         self.pending = 0
+        self.chunks = 0  # chunks submitted
         self.all_submitted = False
         self.finished = anyio.Event()
         # What this call has waiting, withdrawn if it is cancelled: its queue entries,
@@ -201,7 +202,8 @@ class Scheduler(Runner):
                     await self._submit(call, chunk)
                 call.all_submitted = True
                 call._check()
-                await call.finished.wait()
+                if not call.finished.is_set():  # (a set Event's wait is a turn of the loop)
+                    await call.finished.wait()
             finally:
                 self._withdraw(call)
 
@@ -210,8 +212,12 @@ class Scheduler(Runner):
     async def _submit(self, call: _SchedulerRun, requests: Sequence[CompileRequest]) -> None:
         call.pending += len(requests)
         for start in range(0, len(requests), CHUNK):
-            # Between chunks other tasks run, and a cancelled caller stops here.
-            await anyio.lowlevel.checkpoint()
+            if call.chunks:
+                # Between chunks other tasks run, and a cancelled caller stops here. (Not
+                # before a call's first: its caller has just checkpointed or started it,
+                # and a turn of the loop is a good part of a one-job cache hit.)
+                await anyio.lowlevel.checkpoint()
+            call.chunks += 1
             items = []
             for request in requests[start : start + CHUNK]:
                 try:

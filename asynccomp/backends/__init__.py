@@ -6,11 +6,14 @@ name in :mod:`._registry` (one line each).
 - :mod:`.nvcc`: nvcc as concurrent subprocesses (fatbin, cubin, PTX).
 - :mod:`.ptx`: PTX (Triton's, NVRTC's ``-ptx``, hand-written) to cubin with the
   toolkit's ptxas, as concurrent subprocesses.
+- :mod:`.nvjitlink`: the same with nvJitLink, in threads of the process, where it is
+  installed (``pip install nvidia-nvjitlink``).
 
 A backend renders a :class:`BackendOptions` and a job into a :class:`PreparedCompile`
 (``prepare``), then compiles it (``run``). Where an option is rendered:
 ``NvrtcBackend.prepare``, ``NvccBackend.prepare`` (``add_shared_options`` for the two
-both spell alike) and ``PtxBackend.prepare``, nowhere else. What the rest of asynccomp
+both spell alike), ``PtxBackend.prepare`` and ``NvJitLinkBackend.prepare``, nowhere
+else. What the rest of asynccomp
 knows of a backend it asks its class, found by name with :func:`backend_class`.
 
 The classes are imported when first named (``from asynccomp.backends import
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
         PreparedCompile,
     )
     from .nvcc import NvccBackend
+    from .nvjitlink import NvJitLinkBackend
     from .nvrtc import NvrtcBackend
     from .ptx import PtxBackend
 
@@ -51,6 +55,7 @@ __all__ = (
     "BackendOutput",
     "BackendSettings",
     "CompilerBackend",
+    "NvJitLinkBackend",
     "NvccBackend",
     "NvrtcBackend",
     "PreparedCompile",
@@ -69,6 +74,7 @@ _LAZY = {
     "CompilerBackend": "._base",
     "PreparedCompile": "._base",
     "NvccBackend": ".nvcc",
+    "NvJitLinkBackend": ".nvjitlink",
     "NvrtcBackend": ".nvrtc",
     "PtxBackend": ".ptx",
 }

@@ -225,6 +225,11 @@ class _Worker:
                 self.folder = None
 
 
+#: The numbers of this process's worker folders: every pool's (two engines of one
+#: process once numbered theirs alike, and the second's first worker could not start).
+_FOLDER_NUMBERS = itertools.count()
+
+
 class NvrtcProcessPool:
     """Up to ``size`` NVRTC worker processes, started on demand.
 
@@ -249,7 +254,6 @@ class NvrtcProcessPool:
         self.worker_watchers: list[Callable[[], None]] = []
         self._closed = False
         self._seq = itertools.count()
-        self._folders = itertools.count()
         self._root: Path | None = None  # made, and swept, at the first start
         self._pch = {"created": 0, "reused": 0, "not_made": 0, "retired": 0}
 
@@ -290,9 +294,13 @@ class NvrtcProcessPool:
         if self._root is None:
             self._root = worker_folders_root()
             self._sweep(self._root)
-        folder = self._root / f"{os.getpid()}-{next(self._folders)}"
-        folder.mkdir(0o700)
-        return folder
+        while True:
+            folder = self._root / f"{os.getpid()}-{next(_FOLDER_NUMBERS)}"
+            try:
+                folder.mkdir(0o700)
+            except FileExistsError:  # left by an ended process that had this pid
+                continue
+            return folder
 
     async def _spawn(self) -> _Worker:
         """Start one worker process (the caller counted it as starting)."""

@@ -12,13 +12,13 @@ Adding a backend is a module of ``asynccomp/backends/`` with its class, and its 
 :data:`BACKENDS`.
 
 >>> backend_names()
-('nvrtc', 'nvcc', 'ptx')
+('nvrtc', 'nvcc', 'ptx', 'nvjitlink')
 >>> backend_class("ptx").outputs
 ('cubin',)
->>> backend_class("clang")
+>>> backend_class("clang")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-asynccomp.errors.UnknownBackend: invalid backend 'clang': expected one of nvrtc, nvcc, ptx
+asynccomp.errors.UnknownBackend: invalid backend 'clang': expected one of nvrtc, nvcc, ptx, ...
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ BACKENDS: dict[str, str] = {
     "nvrtc": "asynccomp.backends.nvrtc:NvrtcBackend",
     "nvcc": "asynccomp.backends.nvcc:NvccBackend",
     "ptx": "asynccomp.backends.ptx:PtxBackend",
+    "nvjitlink": "asynccomp.backends.nvjitlink:NvJitLinkBackend",
 }
 
 

@@ -10,8 +10,8 @@ filled in; dumps get ``rerun.sh``.
   nvcc (the ``nvidia-cuda-nvcc`` wheel has both). Its version (``ptxas --version``,
   asked once per process) and path are its identity in cache keys. It is nvcc's back
   end, of the same release, so it takes nvcc's architectures.
-- **nvJitLink** is not used: this backend runs ptxas only (nvJitLink would compile
-  PTX in process, but its library is not a dependency of asynccomp).
+- **nvJitLink** compiles PTX in process where it is installed: that is the
+  ``nvjitlink`` backend (:mod:`.nvjitlink`), with the same checks.
 - **The PTX's ``.target`` and the job's architecture** must agree as ptxas has them: a
   plain ``sm_80`` target compiles for ``sm_80`` and newer, an ``a`` target (``sm_90a``)
   for that one architecture only, an ``f`` target for its family (``sm_100f``: 100 and
@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio.abc
@@ -63,7 +64,7 @@ from ._base import (
 )
 from ._tool import ProgramBackend
 
-__all__ = ("PtxBackend", "ptx_target", "target_mismatch")
+__all__ = ("PtxBackend", "arch_problem", "check_ptx_job", "ptx_target", "target_mismatch")
 
 # ".target sm_90a" (maybe followed by ", debug" or ", texmode_independent"), at the
 # start of a line: a commented-out one ("// .target") does not count.
@@ -106,6 +107,30 @@ def target_mismatch(target: str, arch: str) -> str | None:
     if number < wanted:
         return f"the PTX's .target {target} compiles for {target} and newer GPUs, not {arch}"
     return None
+
+
+def arch_problem(source: str, arch: str) -> str | None:
+    """Why the PTX ``source`` cannot be made SASS for ``arch`` (the engine's, already
+    resolved), or ``None``."""
+    target = ptx_target(source)
+    why = None if target is None else target_mismatch(target, arch)
+    if why is None and arch.startswith("compute_"):
+        why = target_mismatch(arch, arch)
+    return why
+
+
+def check_ptx_job(job: CompileJob, tool: str, refused: Mapping[str, str]) -> None:
+    """What a PTX backend checks of a job as it is made: the options ``tool`` is not
+    given (``refused``: option -> why), and the ``.target`` against the job's arch."""
+    for option in job.options:
+        name = option.partition("=")[0]
+        if name in refused and not (job.exact_options and name in ("-arch", "--gpu-name")):
+            raise InvalidJob("options", option, f"refused for {tool}: {refused[name]}")
+    target = ptx_target(job.source)
+    if job.arch is not None and target is not None:
+        why = target_mismatch(target, job.arch)
+        if why is not None:
+            raise InvalidJob("arch", job.arch, why)
 
 
 @functools.cache
@@ -161,15 +186,7 @@ class PtxBackend(ProgramBackend):
     @classmethod
     def check_job(cls, job: CompileJob) -> None:
         super().check_job(job)
-        for option in job.options:
-            name = option.partition("=")[0]
-            if name in _REFUSED and not (job.exact_options and name in ("-arch", "--gpu-name")):
-                raise InvalidJob("options", option, f"refused for ptxas: {_REFUSED[name]}")
-        target = ptx_target(job.source)
-        if job.arch is not None and target is not None:
-            why = target_mismatch(target, job.arch)
-            if why is not None:
-                raise InvalidJob("arch", job.arch, why)
+        check_ptx_job(job, "ptxas", _REFUSED)
 
     @classmethod
     def check_prepared(cls, prepared: PreparedCompile, toolkit: Toolkit) -> None:
@@ -189,10 +206,7 @@ class PtxBackend(ProgramBackend):
                 searched=self.toolkit.searched,
                 job=job,
             )
-        target = ptx_target(job.source)
-        why = None if target is None else target_mismatch(target, options.arch)
-        if why is None and options.arch.startswith("compute_"):
-            why = target_mismatch(options.arch, options.arch)
+        why = arch_problem(job.source, options.arch)
         if why is not None:
             raise CompileError(why, job=job)
         stem = safe_stem(job.name)

@@ -68,7 +68,7 @@ from ._protocol import (
     Workers,
     parse,
 )
-from ._wire import WireError, read_message
+from ._wire import WireError
 
 __all__ = ("ServerClient",)
 
@@ -261,7 +261,7 @@ class ServerClient(Runner):
         reason = "the compile server closed the connection"
         try:
             while True:
-                message = await read_message(connection.receive)
+                message = await connection.stream.receive()
                 if message is None:
                     break
                 connection.heard = time.monotonic()

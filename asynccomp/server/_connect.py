@@ -10,11 +10,9 @@ time; :func:`request` is one request on a connection of its own (``serve --statu
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import itertools
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,12 +23,11 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.lowlevel
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._os import child_environ, listening
 from .._version import __version__
 from ..errors import ServerError
-from ._paths import SERVER_DIR_ENV, ServerPaths, check_socket_path, peer_uid
+from ._paths import SERVER_DIR_ENV, ServerPaths, check_socket_path
 from ._pending import Pending
 from ._protocol import (
     PROTOCOL,
@@ -43,7 +40,8 @@ from ._protocol import (
     parse,
     send_form,
 )
-from ._wire import WireError, encode, read_message, send_now
+from ._stream import MessageStream, open_stream
+from ._wire import WireError, encode
 
 __all__ = (
     "ANSWER_TIMEOUT",
@@ -134,10 +132,8 @@ def _tail(path: Path, lines: int = 15) -> str:
 class Connection:
     """A connection to a server that welcomed this client: its calls and answers by id."""
 
-    def __init__(self, stream: anyio.abc.SocketStream, receive: BufferedByteReceiveStream) -> None:
+    def __init__(self, stream: MessageStream) -> None:
         self.stream = stream
-        self.raw: socket.socket = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-        self.receive = receive
         self.send_lock = anyio.Lock()
         self.ids = itertools.count(1)
         self.calls: dict[int, Pending] = {}
@@ -157,11 +153,8 @@ class Connection:
 
     def shut(self) -> None:
         """End both directions now, from any task: the reader sees the end and closes
-        the stream itself. (Closing it under a reader waiting for data races the
-        readiness callback: asyncio's "Future.set_result(None)" InvalidStateError.)"""
-        raw = self.stream.extra(anyio.abc.SocketAttribute.raw_socket)
-        with contextlib.suppress(OSError):
-            raw.shutdown(socket.SHUT_RDWR)
+        the stream itself."""
+        self.stream.shut()
 
     async def send(self, message: Any, blobs: Sequence[bytes] = ()) -> None:
         """Send one message, whole. A cancellation while its frames go out waits for
@@ -169,7 +162,6 @@ class Connection:
         this one: a stream out of step, every call on it stalled), within a bound past
         which the connection is given up instead."""
         frames = encode(*send_form(message, blobs))
-        size = sum(len(frame) for frame in frames)
         # One message at a time: frames never interleave. Taken without a turn of the
         # event loop when nobody holds it (the usual case: a turn is a good part of a
         # cache hit's time).
@@ -178,14 +170,13 @@ class Connection:
         except anyio.WouldBlock:
             await self.send_lock.acquire()
         try:
-            if len(frames) == 1:  # straight into the socket's buffer if it takes it
-                rest = send_now(self.raw, frames[0])
-                frames = [rest] if rest else []
-            if frames:
+            for frame in frames:  # straight into the socket's buffer, as far as it takes
+                self.stream.write(frame)
+            if self.stream.buffered:
                 # Shielded, and at least 1 MiB/s: a server that reads slower is stuck.
+                size = self.stream.buffered
                 with anyio.move_on_after(ANSWER_TIMEOUT + size / 2**20, shield=True) as bound:
-                    for frame in frames:
-                        await self.stream.send(frame)
+                    await self.stream.drain()
                 if bound.cancelled_caught:
                     self.shut()
                     raise anyio.BrokenResourceError("the compile server stopped reading")
@@ -216,13 +207,18 @@ async def open_connection(path: Path, *, identity: str | None) -> tuple[Connecti
     server this process must not use, or a path that cannot be one."""
     check_socket_path(path)
     try:
-        stream = await anyio.connect_unix(path)
+        connected = await anyio.connect_unix(path)
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         raise NoServer(f"no compile server is running at {path} ({exc.strerror})") from None
     except OSError as exc:  # a path under a file, a folder we may not enter, ...
         raise ServerError(
             f"cannot reach a compile server at {path}: {exc.strerror or exc}"
         ) from None
+    try:
+        stream = await open_stream(connected)
+    except BaseException:
+        await connected.aclose()
+        raise
     try:
         return await _handshake(stream, path, identity)
     except TimeoutError:
@@ -245,19 +241,19 @@ async def open_connection(path: Path, *, identity: str | None) -> tuple[Connecti
 
 
 async def _handshake(
-    stream: anyio.abc.SocketStream, path: Path, identity: str | None
+    stream: MessageStream, path: Path, identity: str | None
 ) -> tuple[Connection, Welcome]:
-    uid = peer_uid(stream.extra(anyio.abc.SocketAttribute.raw_socket))
+    uid = stream.peer_uid
     if uid is not None and uid != os.getuid():
         raise ServerError(
             f"the compile server at {path} runs as uid {uid}, not as this user (uid "
             f"{os.getuid()}): refusing it (it could answer with any bytes)"
         )
-    receive = BufferedByteReceiveStream(stream)
     for frame in encode(*send_form(Hello(PROTOCOL, __version__, os.getpid()))):
-        await stream.send(frame)
+        stream.write(frame)
     with anyio.fail_after(ANSWER_TIMEOUT):
-        message = await read_message(receive)
+        await stream.drain()
+        message = await stream.receive()
     if message is None:
         raise NoServer(f"the compile server at {path} closed the connection at hello")
     theirs = message.fields.get("protocol")
@@ -281,7 +277,7 @@ async def _handshake(
             f"{answer.toolkit.get('nvrtc_version')}); this process's identity is "
             f"{identity}: another toolkit or asynccomp version, refusing it"
         )
-    return Connection(stream, receive), answer
+    return Connection(stream), answer
 
 
 async def request(path: Path, message: Status | Stop) -> Any:
@@ -293,10 +289,10 @@ async def request(path: Path, message: Status | Stop) -> Any:
     try:
         await connection.send(message)
         with anyio.move_on_after(ANSWER_TIMEOUT) as bound:
-            answer = await read_message(connection.receive)
+            answer = await connection.stream.receive()
             # A worker count said in between (it changed, or a keepalive) is no answer.
             while answer is not None and answer.type == Workers.TYPE:
-                answer = await read_message(connection.receive)
+                answer = await connection.stream.receive()
         if bound.cancelled_caught:
             raise ServerError(
                 f"the compile server at {path} did not answer within {ANSWER_TIMEOUT:g} s "

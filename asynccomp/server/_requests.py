@@ -106,9 +106,13 @@ class Poster(Protocol):
 
     def post(self, message: Any, blobs: Sequence[bytes] = ()) -> None: ...
 
-    def post_later(self, drain: Callable[[], Drained], answers: int, size: int) -> None:
+    def post_later(
+        self, drain: Callable[[], Drained], answers: int, size: int, *, now: bool = False
+    ) -> None:
         """Write what ``drain()`` gives when the writer comes to it (what is ready
-        then goes out together); ``answers`` and ``size`` count toward the bounds now."""
+        then goes out together); ``answers`` and ``size`` count toward the bounds now.
+        ``now``: nothing more will be gathered (the call is complete), so if nothing
+        waits to be written before it, it is written at once."""
         ...
 
     def hold(self, answers: int, size: int) -> None:
@@ -191,12 +195,19 @@ class _ClientCall:
         self.run_over = True
         self._gathered(0, 0)
 
+    @property
+    def complete(self) -> bool:
+        """Every job the client sent has had its outcome."""
+        return self.run_over or (self.last and self.answered == self.received)
+
     def _gathered(self, answers: int, size: int) -> None:
         if self._posted:
             self.out.hold(answers, size)
         else:
             self._posted = True
-            self.out.post_later(self.drain, answers, size)
+            # A call that is complete goes out now if the writer is idle (a one-job
+            # cache hit: the writer's turn of the event loop is a good part of it).
+            self.out.post_later(self.drain, answers, size, now=self.complete)
 
     def drain(self) -> Drained:
         """What is gathered, as ``results`` messages of about PACK_BYTES each; the last
@@ -216,8 +227,7 @@ class _ClientCall:
                 specs.append(spec)
                 blobs.extend(its_blobs)
                 size += its_size
-            complete = self.run_over or (self.last and self.answered == self.received)
-            end = complete and not outcomes
+            end = self.complete and not outcomes
             if specs or started or end:
                 answers = len(specs) + len(started)
                 messages.append((Results(self.id, started, specs, end), blobs, answers, size))

@@ -43,6 +43,7 @@ from ._forms import toolkit_to
 from ._paths import ServerPaths
 from ._protocol import PROTOCOL, Welcome, Workers
 from ._session import WRITE_TIMEOUT, Session
+from ._stream import open_stream
 
 __all__ = ("DEFAULT_IDLE_TIMEOUT", "Server")
 
@@ -211,7 +212,13 @@ class Server:
             logger.info("asynccomp server (pid %d) stopped", os.getpid())
 
     async def _handle(self, stream: anyio.abc.SocketStream) -> None:
-        session = Session(self, stream, write_timeout=self.write_timeout)
+        try:
+            messages = await open_stream(stream)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+            raise
+        session = Session(self, messages, write_timeout=self.write_timeout)
         # Counted from now, not from its welcome: the server is not idle while a client
         # says hello.
         self._sessions.add(session)

@@ -39,13 +39,12 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.abc
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._version import __version__
-from ._paths import peer_uid
 from ._protocol import PROTOCOL, Closing, Error, Hello, Welcome, Workers, parse, send_form
 from ._requests import Drained, Host, Requests
-from ._wire import Message, WireError, encode, read_message, send_now
+from ._stream import MessageStream
+from ._wire import Message, WireError, encode
 
 __all__ = (
     "HELLO_TIMEOUT",
@@ -91,22 +90,24 @@ class Session:
     def __init__(
         self,
         server: Greeter,
-        stream: anyio.abc.SocketStream,
+        stream: MessageStream,
         *,
         write_timeout: float = WRITE_TIMEOUT,
     ) -> None:
         self.server = server
         self.stream = stream
         self.write_timeout = write_timeout
-        self.receive = BufferedByteReceiveStream(stream)
         self.pid: int | None = None
         self.greeted = False
         self.requests: Requests | None = None
         # Posted from plain code (the scheduler's events), so never refused here: the
         # bound is on reading requests and feeding jobs (``room``), which make answers.
         self._out, self._queue = anyio.create_memory_object_stream[
-            tuple[Mapping[str, Any], Sequence[bytes], int] | Callable[[], Drained]
+            tuple[Mapping[str, Any], Sequence[bytes], int] | Callable[[], Drained] | _Written
         ](math.inf)
+        self._queued = 0  # items posted and not taken by the writer
+        self._writing = False  # the writer is writing an item
+        self._posts_ended = False
         self.drained = anyio.Event()
         #: Answers posted and not yet written, and their size in bytes.
         self.unsent = 0
@@ -121,16 +122,60 @@ class Session:
     def post(self, message: Any, blobs: Sequence[bytes] = ()) -> None:
         fields, blobs = send_form(message, blobs)
         size = 256 + sum(len(blob) for blob in blobs)
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._out.send_nowait((fields, blobs, size))
-            self.unsent += 1
-            self.unsent_bytes += size
-            self.last_post = time.monotonic()
+        self._enqueue((fields, blobs, size), 1, size)
 
-    def post_later(self, drain: Callable[[], Drained], answers: int, size: int) -> None:
+    def post_later(
+        self, drain: Callable[[], Drained], answers: int, size: int, *, now: bool = False
+    ) -> None:
+        if now and self._idle():
+            self._write_now(drain)
+        else:
+            self._enqueue(drain, answers, size)
+
+    def _enqueue(
+        self,
+        item: tuple[Mapping[str, Any], Sequence[bytes], int] | Callable[[], Drained] | _Written,
+        answers: int,
+        size: int,
+    ) -> None:
+        if self._posts_ended:
+            return
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._out.send_nowait(drain)
+            self._out.send_nowait(item)
+            self._queued += 1
             self.hold(answers, size)
+
+    def _idle(self) -> bool:
+        """Whether nothing waits to be written (nor is being written) to this client."""
+        return (
+            self.greeted
+            and not self._posts_ended
+            and not self._queued
+            and not self._writing
+            and not self.stream.buffered
+        )
+
+    def _write_now(self, drain: Callable[[], Drained]) -> None:
+        """Write what ``drain()`` gives now, in the caller's step, as the writer would (it
+        is idle: nothing can come between). A call's last answers go out without the
+        writer's turn of the event loop; what the socket does not take at once is left
+        for the writer to see out, within its deadline."""
+        answers = size = 0
+        try:
+            for message, blobs, its_answers, its_size in drain():
+                for frame in encode(*send_form(message, blobs)):
+                    self.stream.write(frame)
+                answers += its_answers
+                size += its_size
+        except _GONE:
+            return  # the client is gone: its reader sees the end
+        self.last_post = time.monotonic()
+        if self.stream.buffered:
+            self._enqueue(_Written(answers, size), answers, size)
+
+    def _end_posts(self) -> None:
+        self._posts_ended = True
+        self._out.close()
 
     def hold(self, answers: int, size: int) -> None:
         self.unsent += answers
@@ -153,7 +198,7 @@ class Session:
         """The server stops: tell a welcomed client why, then write no more."""
         if self.greeted:
             self.post(Closing(reason))
-        self._out.close()
+        self._end_posts()
 
     async def run(self) -> None:
         """Serve this client until it leaves (or the server cancels it)."""
@@ -178,7 +223,7 @@ class Session:
                     )
                     self.requests.cancel_all()
                     self.post(Error(None, f"protocol error: {exc}", True))
-                    self._out.close()
+                    self._end_posts()
                     await self.drained.wait()  # the writer's deadline bounds this
                 finally:
                     self.requests.cancel_all()
@@ -192,7 +237,7 @@ class Session:
         except Exception:  # a bug: it costs this client its connection, not the server
             logger.exception("asynccomp server: a connection failed")
         finally:
-            self._out.close()
+            self._end_posts()
             if not self.greeted:
                 self.drained.set()  # nothing was written by a writer
             with anyio.CancelScope(shield=True):
@@ -202,7 +247,7 @@ class Session:
         while True:
             await self.room()
             await requests.room()
-            message = await read_message(self.receive)
+            message = await self.stream.receive()
             if message is None:
                 return  # the client left: what it has running is dropped
             requests.take(message)
@@ -210,29 +255,23 @@ class Session:
     async def _write(self, scope: anyio.CancelScope) -> None:
         """Write what is posted until the queue is closed; a client that leaves a frame
         unread for ``write_timeout`` seconds is dropped (its requests stop)."""
-        raw = self.stream.extra(anyio.abc.SocketAttribute.raw_socket)
         try:
-            # One scope whose deadline is set around each frame's send (a scope per
+            # One scope whose deadline is set around each frame's wait (a scope per
             # frame cost a cache hit more than its send).
             with anyio.CancelScope() as bound:
                 async for item in self._queue:
-                    if callable(item):  # a call's drain: what it has gathered by now
-                        messages = [
-                            (send_form(message, blobs), answers, size)
-                            for message, blobs, answers, size in item()
-                        ]
-                    else:
-                        fields, blobs, size = item
-                        messages = [((dict(fields), blobs), 1, size)]
-                    for (fields, blobs), answers, size in messages:
-                        for frame in encode(fields, blobs):
-                            rest = send_now(raw, frame)  # most answers: all of it
-                            if rest:
-                                bound.deadline = anyio.current_time() + self.write_timeout
-                                await self.stream.send(rest)
-                                bound.deadline = math.inf
+                    self._queued -= 1
+                    self._writing = True
+                    for frames, answers, size in _frames_of(item):
+                        for frame in frames:
+                            self.stream.write(frame)
+                            if self.stream.buffered:  # most answers: none
+                                await self._drain(bound)
+                        if self.stream.buffered:  # what _write_now left (a _Written)
+                            await self._drain(bound)
                         self.unsent -= answers
                         self.unsent_bytes -= size
+                    self._writing = False
                     self._room.set()
         except _GONE:
             scope.cancel()  # the client is gone: its requests stop
@@ -250,6 +289,12 @@ class Session:
             )
             scope.cancel()
 
+    async def _drain(self, bound: anyio.CancelScope) -> None:
+        """Until the client has taken what waits for it, within ``write_timeout``."""
+        bound.deadline = anyio.current_time() + self.write_timeout
+        await self.stream.drain()
+        bound.deadline = math.inf
+
     async def _keep_alive(self) -> None:
         """Say the worker count after KEEPALIVE seconds without an answer: a client
         takes a server silent for long for a stopped one."""
@@ -263,17 +308,18 @@ class Session:
     async def _say(self, message: Any) -> None:
         """Write one message now (before the writer runs: hello's answer)."""
         for frame in encode(*send_form(message)):
-            await self.stream.send(frame)
+            self.stream.write(frame)
+        await self.stream.drain()
 
     async def _trusted(self) -> bool:
-        uid = peer_uid(self.stream.extra(anyio.abc.SocketAttribute.raw_socket))
+        uid = self.stream.peer_uid
         if uid is None or uid == os.getuid():
             return True
         logger.warning("refused a client of uid %d", uid)
         # Its hello is read first: closing with unread data would reset the connection,
         # and the refusal would never be read.
         with anyio.move_on_after(1), contextlib.suppress(WireError):
-            await read_message(self.receive)
+            await self.stream.receive()
         await self._say(
             Error(
                 None, f"refused: this compile server serves uid {os.getuid()}, not uid {uid}", True
@@ -283,7 +329,7 @@ class Session:
 
     async def _greet(self) -> bool:
         with anyio.move_on_after(HELLO_TIMEOUT):
-            message = await read_message(self.receive)
+            message = await self.stream.receive()
             if message is None:
                 return False
             try:
@@ -310,6 +356,33 @@ class Session:
             await self._say(self.server.welcome())
             return True
         return False
+
+
+class _Written:
+    """In the writer's queue: ``answers`` (``size`` bytes) written already
+    (:meth:`Session._write_now`) that wait in the stream's buffer for the client."""
+
+    __slots__ = ("answers", "size")
+
+    def __init__(self, answers: int, size: int) -> None:
+        self.answers = answers
+        self.size = size
+
+
+def _frames_of(
+    item: tuple[Mapping[str, Any], Sequence[bytes], int] | Callable[[], Drained] | _Written,
+) -> list[tuple[list[bytes], int, int]]:
+    """What the writer writes for a queued item: frames of each message, with how many
+    answers and bytes of the session's bounds each frees."""
+    if isinstance(item, _Written):
+        return [([], item.answers, item.size)]
+    if callable(item):  # a call's drain: what it has gathered by now
+        return [
+            (encode(*send_form(message, blobs)), answers, size)
+            for message, blobs, answers, size in item()
+        ]
+    fields, blobs, size = item
+    return [(encode(fields, blobs), 1, size)]
 
 
 def _hello(message: Message) -> Hello:

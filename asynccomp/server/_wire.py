@@ -18,7 +18,6 @@ known shape or raises ``WireError``. What the messages are is :mod:`._protocol`.
 from __future__ import annotations
 
 import json
-import socket
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,10 +31,10 @@ __all__ = (
     "FRAME_LIMIT",
     "MESSAGE_LIMIT",
     "Message",
+    "MessageReader",
     "WireError",
     "encode",
     "read_message",
-    "send_now",
 )
 
 #: The largest frame, in bytes.
@@ -85,83 +84,133 @@ def encode(fields: Mapping[str, Any], blobs: Sequence[bytes] = ()) -> list[bytes
     ]
 
 
-def send_now(raw: socket.socket, frame: bytes) -> bytes:
-    """What of ``frame`` the socket's buffer did not take at once (its non-blocking
-    ``send``): a small answer goes out without a turn of the event loop, which the
-    stream's ``send`` takes first; the rest is for the stream. Errors are the socket's
-    (a peer gone: ``OSError``)."""
-    try:
-        sent = raw.send(frame)
-    except (BlockingIOError, InterruptedError):
-        return frame
-    return frame[sent:]
+class MessageReader:
+    """Bytes in, messages out, with no I/O of its own (so a socket's protocol and an
+    anyio stream read the wire the same way): :meth:`feed` takes bytes as they arrive
+    and gives the messages they complete. Sizes are checked as their prefixes arrive,
+    and memory grows only as bytes do."""
 
+    __slots__ = ("_body", "_buffer", "_end", "_fields", "_header_end")
 
-async def _frame(stream: BufferedByteReceiveStream, first: bool) -> bytes | None:
-    """The next frame's bytes; ``None`` when the other side closed between messages."""
-    try:
-        prefix = await stream.receive_exactly(_LENGTH.size)
-    except (anyio.IncompleteRead, anyio.EndOfStream):
-        if first:
-            return None
-        raise WireError("the connection closed inside a message") from None
-    (size,) = _LENGTH.unpack(prefix)
-    if size == 0 or size > FRAME_LIMIT:
-        raise WireError(f"a frame of {size} bytes (frames are 1 to {FRAME_LIMIT} bytes)")
-    try:
-        return await stream.receive_exactly(size)
-    except (anyio.IncompleteRead, anyio.EndOfStream):
-        raise WireError("the connection closed inside a frame") from None
+    def __init__(self) -> None:
+        self._buffer = bytearray()  # bytes of the frame under way
+        self._body = bytearray()  # the message under way, from its earlier frames
+        self._fields: dict[str, Any] | None = None
+        self._header_end = 0
+        self._end = 0
 
+    @property
+    def idle(self) -> bool:
+        """Between messages: nothing of one has arrived."""
+        return not self._buffer and not self._body
 
-async def _fill(stream: BufferedByteReceiveStream, body: bytearray, size: int) -> None:
-    while len(body) < size:
-        frame = await _frame(stream, first=False)
-        assert frame is not None
+    @property
+    def needed(self) -> int:
+        """The bytes that complete the next frame's length, or else the frame."""
+        have = len(self._buffer)
+        if have < _LENGTH.size:
+            return _LENGTH.size - have
+        (size,) = _LENGTH.unpack_from(self._buffer)
+        return max(1, _LENGTH.size + int(size) - have)
+
+    def feed(self, data: bytes) -> list[Message]:
+        """The messages ``data`` completes (raises :class:`WireError` for bytes that
+        do not follow the protocol; the reader is then of no more use)."""
+        buffer = self._buffer
+        buffer += data
+        messages = []
+        at, have = 0, len(buffer)
+        while have - at >= _LENGTH.size:
+            (size,) = _LENGTH.unpack_from(buffer, at)
+            if size == 0 or size > FRAME_LIMIT:
+                raise WireError(f"a frame of {size} bytes (frames are 1 to {FRAME_LIMIT} bytes)")
+            if have - at - _LENGTH.size < size:
+                break
+            frame = bytes(buffer[at + _LENGTH.size : at + _LENGTH.size + size])
+            at += _LENGTH.size + size
+            message = self._frame(frame)
+            if message is not None:
+                messages.append(message)
+        del buffer[:at]
+        return messages
+
+    def _frame(self, frame: bytes) -> Message | None:
+        if not self._body and self._fields is None:
+            whole = _whole(frame)  # the usual case: a message in one frame
+            if whole is not None:
+                return whole
+        body = self._body
         body += frame
-    if len(body) > size:
+        if self._fields is None:
+            if len(body) < _LENGTH.size:
+                return None
+            (header_size,) = _LENGTH.unpack_from(body)
+            if _LENGTH.size + header_size > MESSAGE_LIMIT:
+                raise WireError(f"a header of {header_size} bytes")
+            self._header_end = _LENGTH.size + header_size
+            if len(body) < self._header_end:
+                return None
+            self._fields = _header(bytes(body[_LENGTH.size : self._header_end]))
+            self._end = self._header_end + sum(self._fields["blobs"])
+            if self._end > MESSAGE_LIMIT:
+                raise WireError(
+                    f"a message of {self._end} bytes is over the limit of {MESSAGE_LIMIT}"
+                )
+        if len(body) > self._end:
+            raise WireError("a frame that runs past its message")
+        if len(body) < self._end:
+            return None
+        message = Message(self._fields, _blobs(body, self._header_end, self._fields["blobs"]))
+        self._body = bytearray()
+        self._fields = None
+        return message
+
+
+def _whole(frame: bytes) -> Message | None:
+    """The message ``frame`` holds whole, or ``None`` if it holds only a part."""
+    if len(frame) < _LENGTH.size:
+        return None
+    (header_size,) = _LENGTH.unpack_from(frame)
+    header_end = _LENGTH.size + header_size
+    if header_end > len(frame):
+        return None
+    fields = _header(frame[_LENGTH.size : header_end])
+    sizes = fields["blobs"]
+    end = header_end + sum(sizes)
+    if end > len(frame):
+        return None  # more frames follow (the limits are checked as they come)
+    if end < len(frame):
         raise WireError("a frame that runs past its message")
+    return Message(fields, _blobs(frame, header_end, sizes))
 
 
-async def read_message(stream: BufferedByteReceiveStream) -> Message | None:
-    """The next message, or ``None`` when the other side closed between messages.
-    Raises :class:`WireError` for anything else (a closed or broken connection inside a
-    message included)."""
-    try:
-        first = await _frame(stream, first=True)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-        return None
-    if first is None:
-        return None
-    body = bytearray(first)
-    try:
-        await _fill_partly(stream, body, _LENGTH.size)
-        (header_size,) = _LENGTH.unpack_from(body)
-        if _LENGTH.size + header_size > MESSAGE_LIMIT:
-            raise WireError(f"a header of {header_size} bytes")
-        await _fill_partly(stream, body, _LENGTH.size + header_size)
-        fields = _header(bytes(body[_LENGTH.size : _LENGTH.size + header_size]))
-        sizes = fields["blobs"]
-        end = _LENGTH.size + header_size + sum(sizes)
-        if end > MESSAGE_LIMIT:
-            raise WireError(f"a message of {end} bytes is over the limit of {MESSAGE_LIMIT}")
-        await _fill(stream, body, end)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-        raise WireError(f"the connection broke inside a message ({exc!r})") from None
+def _blobs(body: bytes | bytearray, start: int, sizes: list[int]) -> list[bytes]:
     blobs = []
-    start = _LENGTH.size + header_size
     for size in sizes:
         blobs.append(bytes(body[start : start + size]))
         start += size
-    return Message(fields, blobs)
+    return blobs
 
 
-async def _fill_partly(stream: BufferedByteReceiveStream, body: bytearray, size: int) -> None:
-    """At least ``size`` bytes of the message (more may have come in the same frame)."""
-    while len(body) < size:
-        frame = await _frame(stream, first=False)
-        assert frame is not None
-        body += frame
+async def read_message(stream: BufferedByteReceiveStream) -> Message | None:
+    """The next message on ``stream``, read to its last byte and no further, or
+    ``None`` when the other side closed between messages. Raises :class:`WireError`
+    for anything else (a closed or broken connection inside a message included)."""
+    reader = MessageReader()
+    while True:
+        try:
+            data = await stream.receive_exactly(reader.needed)
+        except (anyio.IncompleteRead, anyio.EndOfStream):
+            if reader.idle:
+                return None
+            raise WireError("the connection closed inside a message") from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            if reader.idle:
+                return None
+            raise WireError(f"the connection broke inside a message ({exc!r})") from None
+        messages = reader.feed(data)
+        if messages:
+            return messages[0]
 
 
 def _header(raw: bytes) -> dict[str, Any]:

@@ -24,7 +24,6 @@ load in a worker likewise, per config.
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -39,32 +38,28 @@ from ._lowering import (
     Raised,
     Recipe,
 )
+from ._par_compile import par_compile
+from ._patched import cpus, originals, set_workers, workers
 from ._pool import Batch, Outcome, Unavailable, Unit
-from ._transport import Packed, pack
+from ._transport import Packed, pack_or_why
 
 __all__ = ("DecoratorCompile", "install", "installed", "uninstall")
 
 logger = logging.getLogger("asynccomp.tilelang")
 
 _PASS_CONFIGS_KEY = "__pass_configs__"  # tilelang/autotuner/tuner.py
-_originals: dict[str, Any] = {}
-_workers = 0
-
-
-def _cpus() -> int:
-    return len(os.sched_getaffinity(0))
 
 
 def installed() -> bool:
-    return bool(_originals)
+    return bool(originals)
 
 
-def install(workers: int | None = None) -> None:
-    """Put the replacements in place (idempotent; another ``workers`` ends the workers
-    running). The workers start with the first autotune or ``par_compile`` (importing
-    TileLang in each: seconds of CPU a user who only calls ``tilelang.compile`` should
-    not pay) and live on, warm, for the next ones."""
-    global _workers
+def install(count: int | None = None) -> None:
+    """Put the replacements in place, lowering on ``count`` workers (default: one per
+    CPU; idempotent, and another ``count`` ends the workers running). The workers start
+    with the first autotune or ``par_compile`` (importing TileLang in each: seconds of
+    CPU a user who only calls ``tilelang.compile`` should not pay) and live on, warm,
+    for the next ones."""
     import sys
 
     import tilelang
@@ -72,18 +67,16 @@ def install(workers: int | None = None) -> None:
 
     jit_module = sys.modules["tilelang.jit"]  # `tilelang.jit` is the decorator
 
-    size = workers or _cpus()
-    if _originals and size != _workers:
+    size = count or cpus()
+    if originals and size != workers():
         _pool.close()
-    _workers = size
-    if not _originals:
-        _originals["prepare"] = AutoTuner._prepare_compile_execution
-        _originals["make_compile"] = AutoTuneImpl._make_jit_compile_func
-        _originals["par_compile"] = jit_module.par_compile
+    set_workers(size)
+    if not originals:
+        originals["prepare"] = AutoTuner._prepare_compile_execution
+        originals["make_compile"] = AutoTuneImpl._make_jit_compile_func
+        originals["par_compile"] = jit_module.par_compile
         AutoTuner._prepare_compile_execution = _prepare_compile_execution
         AutoTuneImpl._make_jit_compile_func = _make_jit_compile_func
-        from ._par_compile import par_compile
-
         setattr(jit_module, "par_compile", par_compile)  # noqa: B010
         tilelang.par_compile = par_compile
         _answers.install()
@@ -91,15 +84,15 @@ def install(workers: int | None = None) -> None:
 
 def uninstall() -> None:
     """TileLang's own functions back, the workers ended."""
-    if _originals:
+    if originals:
         import sys
 
         import tilelang
         from tilelang.autotuner.tuner import AutoTuneImpl, AutoTuner
 
-        AutoTuner._prepare_compile_execution = _originals.pop("prepare")
-        AutoTuneImpl._make_jit_compile_func = _originals.pop("make_compile")
-        par_compile = _originals.pop("par_compile")
+        AutoTuner._prepare_compile_execution = originals.pop("prepare")
+        AutoTuneImpl._make_jit_compile_func = originals.pop("make_compile")
+        par_compile = originals.pop("par_compile")
         setattr(sys.modules["tilelang.jit"], "par_compile", par_compile)  # noqa: B010
         tilelang.par_compile = par_compile
         _answers.uninstall()
@@ -114,7 +107,7 @@ class DecoratorCompile:
     def __init__(self, autotune: Any, mode: str, args: tuple[Any, ...], kwargs: dict[str, Any]):
         self.impl = autotune.jit_impl  # the JITImpl the decorator wraps
         self.mode, self.args, self.kwargs = mode, args, kwargs
-        self.own = _originals["make_compile"](autotune, mode, args, kwargs)
+        self.own = originals["make_compile"](autotune, mode, args, kwargs)
 
     def __call__(self, **config_arg: Any) -> Any:
         return self.own(**config_arg)
@@ -217,13 +210,6 @@ def _plan(tuner: Any, compile_func: Any, elaborate_func: Any) -> _Plan | str:
     return "the autotuner's jit_compile is not TileLang's own"
 
 
-def _pack(recipe: Recipe) -> Packed | str:
-    try:
-        return pack(recipe)
-    except Exception as exc:
-        return f"the kernel factory does not pickle ({type(exc).__name__}: {exc})"
-
-
 def _on_device() -> Callable[[], None]:
     """What TileLang's compile threads do first: bind the caller's CUDA device."""
     import torch
@@ -242,7 +228,7 @@ def _prepare_compile_execution(
     compile_func: Callable[..., Any],
     elaborate_func: Callable[..., Any],
 ) -> Any:
-    own = _originals["prepare"]
+    own = originals["prepare"]
     plan = _plan(self, compile_func, elaborate_func)
     if isinstance(plan, _Plan) and grouped_compile_active:
         grouped = _grouped(self, plan, config_args, group_compile_size, elaborate_func)
@@ -252,7 +238,7 @@ def _prepare_compile_execution(
     packed: list[Packed] = []
     if isinstance(plan, _Plan):
         for config_arg in config_args:
-            one = _pack(Recipe(plan.elaborate(config_arg), plan.compile_call(config_arg)))
+            one = pack_or_why(Recipe(plan.elaborate(config_arg), plan.compile_call(config_arg)))
             if isinstance(one, str):
                 plan = one
                 break
@@ -282,7 +268,7 @@ def _prepare_compile_execution(
             return [(i, config_arg, kernel, None)]
 
         units.append(Unit([packed[i]], finish))
-    batch = Batch(_pool.pool(_workers or _cpus()), units, _finishers(self))
+    batch = Batch(_pool.pool(workers()), units, _finishers(self))
     units_items = [[(i, c)] for i, c in enumerate(config_args)]
     return (
         batch,
@@ -332,7 +318,7 @@ def _grouped(
             unit_items = items[start : start + group_size]
             recipes = []
             for i, cfg in unit_items:
-                packed = _pack(Recipe(plan.elaborate(cfg), GroupedCall(compile_args, i)))
+                packed = pack_or_why(Recipe(plan.elaborate(cfg), GroupedCall(compile_args, i)))
                 if isinstance(packed, str):
                     return packed  # nothing changed yet: TileLang's own path takes over
                 recipes.append(packed)
@@ -361,7 +347,7 @@ def _grouped(
             units_items.append(unit_items)
     for config_arg in config_args:  # as TileLang's own grouped path leaves them
         config_arg.pop(_PASS_CONFIGS_KEY, None)
-    batch = Batch(_pool.pool(_workers or _cpus()), units, _finishers(tuner))
+    batch = Batch(_pool.pool(workers()), units, _finishers(tuner))
     desc = "Compiling configurations (grouped)"
     return batch, batch.futures, dict(zip(batch.futures, units_items, strict=True)), desc
 
@@ -373,4 +359,4 @@ def _finishers(tuner: Any) -> int:
 
     if int(env.TILELANG_AUTO_TUNING_CPU_COUNTS) > 0:
         return int(tuner._resolve_num_compile_workers())
-    return _cpus()
+    return cpus()

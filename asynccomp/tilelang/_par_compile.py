@@ -11,9 +11,11 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import _answers, _offload, _pool
+from . import _answers, _pool
 from ._lowering import CompileCall, Given, Lowered, Recipe
+from ._patched import cpus, originals, workers
 from ._pool import Batch, Outcome, Unit
+from ._transport import pack_or_why
 
 __all__ = ("par_compile",)
 
@@ -38,10 +40,10 @@ def par_compile(
         out_idx, execution_backend, target, target_host, verbose, pass_configs, compile_flags
     )
     why = _par_compile_unsupported(call) if funcs else "nothing to compile"
-    packed = [] if why else [_offload._pack(Recipe(Given(f), call)) for f in funcs]
+    packed = [] if why else [pack_or_why(Recipe(Given(f), call)) for f in funcs]
     why = why or next((p for p in packed if isinstance(p, str)), None)
     if why:
-        own: Callable[..., list[Any]] = _offload._originals["par_compile"]
+        own: Callable[..., list[Any]] = originals["par_compile"]
         return own(
             funcs, out_idx, execution_backend, target, target_host, verbose, pass_configs,
             compile_flags, num_workers, ignore_error,
@@ -59,9 +61,9 @@ def par_compile(
         assert not isinstance(one, str)
         units.append(Unit([one], finish))
     batch = Batch(
-        _pool.pool(_offload._workers or _offload._cpus()),
+        _pool.pool(workers()),
         units,
-        num_workers or min(len(funcs), _offload._cpus()),
+        num_workers or min(len(funcs), cpus()),
     )
     results: list[Any] = [None] * len(funcs)
     index = {future: i for i, future in enumerate(batch.futures)}

@@ -28,7 +28,7 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ("Packed", "as_main", "pack", "unpack")
+__all__ = ("Packed", "as_main", "pack", "pack_or_why", "unpack")
 
 # (pickle of the object, {file name: its lines as the parent read them})
 Packed = tuple[bytes, dict[str, list[str]]]
@@ -36,6 +36,14 @@ Packed = tuple[bytes, dict[str, list[str]]]
 
 def _code_at(args: tuple[Any, ...], filename: str) -> types.CodeType:
     return types.CodeType(*args).replace(co_filename=filename)
+
+
+def pack_or_why(value: object) -> Packed | str:
+    """:func:`pack`, or why ``value`` cannot travel (a factory runs in process then)."""
+    try:
+        return pack(value)
+    except Exception as exc:
+        return f"the kernel factory does not pickle ({type(exc).__name__}: {exc})"
 
 
 def pack(value: object) -> Packed:

@@ -1,0 +1,253 @@
+"""PTX -> cubin with nvJitLink, in threads of this process, where it is installed.
+
+nvJitLink is the CUDA library that links and JIT-compiles device code (it runs ptxas's
+compiler inside the process: no subprocess, no work folder). It is not a dependency of
+asynccomp: ``pip install nvidia-nvjitlink`` (the release of your NVRTC) installs it, and
+``cuda-python`` finds it. Without it a job for this backend is
+:class:`~asynccomp.ToolkitNotFound`, saying so; the ``ptx`` backend (the toolkit's
+ptxas, :mod:`.ptx`) takes the same jobs.
+
+- **Checks** as the ``ptx`` backend's: the PTX's ``.target`` against the job's
+  architecture, ``-arch`` refused in options (the job's arch is the architecture).
+- **Options** are nvJitLink's (``-O3``, ``-maxrregcount=64``, ``-lineinfo``,
+  ``-Xptxas=...``); asynccomp adds ``-arch=<arch>`` and ``-verbose``, whose report is
+  ptxas's, so ``result.resources`` is filled in.
+- **Threads**: at most ``workers`` at once (one per CPU by default, capped by memory).
+  A thread cannot be stopped: a job past its timeout returns ``timeout`` at once, and its
+  thread holds its slot until it ends (nvJitLink reads no file and waits on nothing, so
+  it does end), so no more than ``workers`` ever run.
+- **Identity** in cache keys: nvJitLink's version and the library's path.
+
+>>> import pytest; _ = pytest.importorskip("cuda.bindings.nvjitlink")
+>>> if NvJitLinkBackend.version(None) is None: pytest.skip("nvJitLink is not installed")
+>>> from asynccomp import CompileJob, SyncEngine
+>>> PTX = '''
+... .version 8.0
+... .target sm_80
+... .address_size 64
+... .visible .entry k() { ret; }
+... '''
+>>> with SyncEngine(arch="sm_90a", cache=False) as engine:
+...     result = engine.compile(CompileJob(PTX, name="k", backend="nvjitlink"))
+>>> result.ok, result.output, result.resources["k"].arch, result.command
+(True, 'cubin', 'sm_90a', ('-arch=sm_90a', '-verbose'))
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from .._wakers import soon_caller
+from ..errors import CompileError, ToolkitNotFound
+from ..job import CompileJob
+from ..toolkit import Toolkit
+from ._base import (
+    BackendOptions,
+    BackendOutput,
+    BackendSettings,
+    CompilerBackend,
+    PreparedCompile,
+    has_line_info,
+    safe_stem,
+)
+from .ptx import PtxBackend, arch_problem, check_ptx_job
+
+__all__ = ("CLOSE_GRACE", "NvJitLinkBackend", "THREAD_NAME")
+
+#: The name of every nvJitLink thread (``threading.enumerate()`` finds them).
+THREAD_NAME = "asynccomp-nvjitlink"
+#: Seconds a closing backend waits for its threads to end.
+CLOSE_GRACE = 5.0
+
+_REFUSED = {"-arch": "the job's arch is the architecture (CompileJob(arch=...))"}
+_INSTALL = "pip install nvidia-nvjitlink (the release of your NVRTC)"
+
+
+@functools.cache
+def _library() -> tuple[str | None, str]:
+    """nvJitLink's version (``"13.5"``) and library path, or ``None`` and why not
+    (blocking: loads the library; once per process)."""
+    try:
+        from cuda.bindings import nvjitlink
+
+        major, minor = nvjitlink.version()
+    except Exception as exc:  # ImportError, or the library failing to load
+        return None, f"{type(exc).__name__}: {exc}"
+    try:
+        from cuda import pathfinder
+
+        path: str = pathfinder.load_nvidia_dynamic_lib("nvJitLink").abs_path
+    except Exception:
+        path = "libnvJitLink (loaded by cuda.bindings)"
+    return f"{major}.{minor}", path
+
+
+class NvJitLinkBackend(CompilerBackend):
+    """PTX to cubin, in at most ``workers`` nvJitLink threads at once."""
+
+    name = "nvjitlink"
+    outputs = ("cubin",)
+    source_language = "PTX"
+    source_suffix = ".ptx"
+    cost_prior = PtxBackend.cost_prior  # ptxas's compiler, without the process
+    worker_memory = 2**29
+    worker_noun = "nvJitLink thread"
+
+    def __init__(self, toolkit: Toolkit, workers: int = 1) -> None:
+        super().__init__(toolkit)
+        self.workers = workers
+        self._slots = anyio.Semaphore(workers)
+        self._running = 0  # threads running, the abandoned ones included
+        self._ended = anyio.Event()
+
+    @classmethod
+    def create(cls, toolkit: Toolkit, settings: BackendSettings) -> CompilerBackend:
+        return cls(toolkit, settings.workers)
+
+    @classmethod
+    def version(cls, toolkit: Toolkit | None) -> str | None:
+        return _library()[0]
+
+    @classmethod
+    def archs(cls, toolkit: Toolkit) -> tuple[int, ...]:
+        # nvJitLink comes with NVRTC, of its release (the wheels and toolkits pair them).
+        return toolkit.nvrtc_archs
+
+    @classmethod
+    def identity(cls, toolkit: Toolkit) -> tuple[str, tuple[Path, ...]]:
+        version, path = _library()
+        return f"nvjitlink {version} {path}", ()  # PTX reads no headers
+
+    @classmethod
+    def check_job(cls, job: CompileJob) -> None:
+        super().check_job(job)
+        check_ptx_job(job, "nvJitLink", _REFUSED)
+
+    def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
+        version, why_not = _library()
+        if version is None:
+            raise ToolkitNotFound(
+                f"nvJitLink is not installed ({why_not}): {_INSTALL}; or compile PTX with "
+                'the toolkit\'s ptxas, backend="ptx"',
+                searched=("cuda.bindings.nvjitlink",),
+                job=job,
+            )
+        why = arch_problem(job.source, options.arch)
+        if why is not None:
+            raise CompileError(why, job=job)
+        if job.exact_options:
+            flags = list(job.options)
+        else:
+            flags = [f"-arch={options.arch}", "-verbose", *job.options]  # the resources
+            if options.line_info and not has_line_info(flags):
+                flags.append("-lineinfo")
+        return PreparedCompile(
+            backend=self.name,
+            output="cubin",
+            arch=options.arch,
+            source=job.source,
+            filename=f"{safe_stem(job.name)}.ptx",
+            options=tuple(flags),
+            timeout=job.timeout,
+        )
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        # The version is in every cache key: asked now (loading the library), off the
+        # event loop.
+        await anyio.to_thread.run_sync(_library)
+
+    def worker_count(self) -> int:
+        return self._running
+
+    async def run(self, prepared: PreparedCompile) -> BackendOutput:
+        await self._slots.acquire()
+        # The slot is the thread's from here: given back when it ends, whoever waits.
+        done = anyio.Event()
+        answer: list[BackendOutput | BaseException] = []
+        call_soon = soon_caller()
+
+        def ended() -> None:
+            self._running -= 1
+            self._slots.release()
+            done.set()
+            self._ended.set()
+
+        def main() -> None:
+            try:
+                answer.append(_link(prepared))
+            except BaseException as exc:  # a bug here: raised in run()
+                answer.append(exc)
+            finally:
+                call_soon(ended)
+
+        try:
+            threading.Thread(target=main, name=THREAD_NAME, daemon=True).start()
+        except RuntimeError as exc:  # no thread could be started (a limit on threads)
+            self._slots.release()
+            return BackendOutput("internal", None, "", f"no thread for nvJitLink: {exc}", cause=exc)
+        self._running += 1
+        with anyio.move_on_after(prepared.timeout):
+            await done.wait()
+        if not answer:
+            return BackendOutput(
+                "timeout",
+                None,
+                "",
+                f"nvJitLink did not finish within {prepared.timeout:g} s; its thread (which "
+                "cannot be stopped) runs on and holds its slot until it ends",
+            )
+        if isinstance(answer[0], BaseException):
+            raise answer[0]
+        return answer[0]
+
+    async def aclose(self) -> None:
+        """Wait for running threads to end, at most :data:`CLOSE_GRACE` seconds (a
+        thread left running is a daemon: it does not keep the process alive)."""
+        with anyio.move_on_after(CLOSE_GRACE):
+            while self._running:
+                self._ended = anyio.Event()
+                await self._ended.wait()
+
+
+def _link(prepared: PreparedCompile) -> BackendOutput:
+    """Blocking: compile ``prepared``'s PTX to a cubin with nvJitLink."""
+    from cuda.bindings import nvjitlink
+
+    flags = list(prepared.options)
+    try:
+        handle = nvjitlink.create(len(flags), flags)
+    except nvjitlink.nvJitLinkError as exc:  # an option it does not take
+        return BackendOutput("failed", None, "", f"nvJitLink refused the options {flags}: {exc}")
+    try:
+        source = prepared.source.encode()
+        try:
+            nvjitlink.add_data(
+                handle, nvjitlink.InputType.PTX, source, len(source), prepared.filename
+            )
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as exc:
+            log = _log(handle, nvjitlink.get_error_log_size, nvjitlink.get_error_log)
+            log += _log(handle, nvjitlink.get_info_log_size, nvjitlink.get_info_log)
+            return BackendOutput("failed", None, log, f"nvJitLink: {exc}")
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+        info = _log(handle, nvjitlink.get_info_log_size, nvjitlink.get_info_log)
+        return BackendOutput("ok" if cubin else "empty", bytes(cubin) or None, info)
+    finally:
+        nvjitlink.destroy(handle)
+
+
+def _log(handle: int, size_of: Any, read: Any) -> str:
+    size = int(size_of(handle))
+    if size <= 1:
+        return ""
+    buffer = bytearray(size)
+    read(handle, buffer)
+    return buffer.rstrip(b"\0").decode(errors="replace")
