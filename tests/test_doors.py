@@ -188,7 +188,10 @@ async def running_now(door: Door) -> Seen:
     async with open_door(door, arch=ARCH) as engine:
         async with anyio.create_task_group() as tg:
             tg.start_soon(run, engine)
-            await engine.wait_for(lambda s: s.running == 1)
+            # A job counts as running once its backend has it, before the first NVRTC
+            # worker process of a fresh engine is up: wait for both (the worker count
+            # comes within the compile's seconds, or this fails at the deadline).
+            await engine.wait_for(lambda s: s.running == 1 and s.workers >= 1)
             during = await engine.statistics()
             running = await engine._call("running")
         assert [job for job, _ in running] == [slow]
