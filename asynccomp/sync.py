@@ -30,8 +30,10 @@ from contextlib import AbstractContextManager, ExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
+import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from ._wakers import soon_caller
 from .engine import CompletedResults, Engine, EngineState, EngineStatistics
 from .errors import EngineClosed
 from .job import CompileJob
@@ -143,20 +145,23 @@ class SyncEngine:
     def _call_on(self, portal: BlockingPortal, func: Callable[..., Any], *args: Any) -> Any:
         """One call in ``portal``'s event loop, waited for. A close in another thread
         that stopped the portal first is ``EngineClosed``; an exception that interrupts
-        the wait (Ctrl-C: ``KeyboardInterrupt``) cancels the call in the event loop, as
-        cancelling an ``await`` would, instead of leaving it to run on unseen."""
+        the caller (Ctrl-C: ``KeyboardInterrupt``) cancels the call in the event loop, as
+        cancelling an ``await`` would, instead of leaving it to run on unseen: wherever
+        it lands, even inside ``start_task_soon`` (the call may be scheduled by then,
+        with no future yet to cancel it by)."""
+        call = _Cancellable(func, args)
         try:
-            future = portal.start_task_soon(func, *args)
-        except RuntimeError as exc:
-            if self._portal is portal:
-                raise
-            # The portal stopped between the caller's check and this call (a close in
-            # another thread).
-            raise EngineClosed("the SyncEngine was closed") from exc
-        try:
+            try:
+                future = portal.start_task_soon(call.run)
+            except RuntimeError as exc:
+                if self._portal is portal:
+                    raise
+                # The portal stopped between the caller's check and this call (a close
+                # in another thread).
+                raise EngineClosed("the SyncEngine was closed") from exc
             return future.result()
         except BaseException:
-            future.cancel()  # a no-op once it has finished
+            call.cancel()  # a no-op once it has finished
             raise
 
     def compile(self, job: CompileJob) -> CompileResult:
@@ -272,3 +277,40 @@ class SyncResults:
         # The engine was closed (by another thread): it finished or cancelled the batch,
         # and its event loop is gone; what is left to do is plain code.
         self._completed.discard()
+
+
+class _Cancellable:
+    """A call for the event loop that the calling thread can cancel whenever it is
+    interrupted: before the call starts (it then does not run) or while it runs (its
+    scope is cancelled in the loop)."""
+
+    def __init__(self, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.func, self.args = func, args
+        self.cancelled = False
+        self._scope: anyio.CancelScope | None = None
+        self._call_soon: Callable[[Callable[[], None]], None] | None = None
+
+    async def run(self) -> Any:
+        # Set in this order, with no checkpoint between, against cancel()'s order
+        # (flag, then the caller): one of the two sees the other.
+        self._call_soon = soon_caller()
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self.cancelled:
+                scope.cancel()
+            result = self.func(*self.args)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        return None  # cancelled by its caller, who has raised and reads nothing
+
+    def cancel(self) -> None:
+        """From the calling thread."""
+        self.cancelled = True
+        call_soon = self._call_soon
+        if call_soon is not None:
+            call_soon(self._cancel_scope)
+
+    def _cancel_scope(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
+from typing import Any
 
 import pytest
 
@@ -286,6 +287,32 @@ def test_ctrl_c_in_a_blocking_call_cancels_its_compile() -> None:
     engine.close()  # a normal close: it waits for every call still running
     stats = engine.engine.statistics()
     assert (stats.submitted, stats.completed, stats.running) == (1, 0, 0)
+    assert compiler_processes() == []
+
+
+def test_ctrl_c_that_lands_as_the_call_is_scheduled_cancels_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A KeyboardInterrupt inside ``start_task_soon``, once the call is scheduled but
+    before there is a future to cancel it by (on a loaded machine a Ctrl-C sent as the
+    compile starts landed there, and the compile ran on to the end, unseen)."""
+    engine = SyncEngine(arch=ARCH, nvrtc_workers=1, nvrtc_mode="processes", cache=False)
+    engine.start()
+    portal = engine._portal
+    assert portal is not None
+    schedule = portal.start_task_soon
+
+    def scheduled_then_interrupted(*args: Any, **kwargs: Any) -> Any:
+        schedule(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(portal, "start_task_soon", scheduled_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        engine.compile(CompileJob(slow_kernel(), name="slow"))
+    monkeypatch.undo()
+    engine.close()  # a normal close: it waits for every call still running
+    stats = engine.engine.statistics()
+    assert (stats.completed, stats.running) == (0, 0)
     assert compiler_processes() == []
 
 
