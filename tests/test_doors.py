@@ -269,47 +269,40 @@ async def ptx_backend(door: Door) -> Seen:
     cannot take (the job's CompileError, before ptxas runs); resources from ptxas -v."""
     if PtxBackend.version(find_toolkit()) is None:
         pytest.skip("ptxas not found (CUDA toolkit)")
-    hand = [
-        CompileJob(tagged(ptx_kernel(float(i))), name=f"hand{i}", backend="ptx") for i in range(4)
-    ]
-    async with open_door(door, arch=ARCH) as engine:
-        made = await engine.compile(CompileJob(tagged(scale_kernel(7.0)), output="ptx"))
-        ptx = made.unwrap().decode()
-        from_nvrtc = CompileJob(tagged(ptx_readable(ptx)), name="nvrtc_ptx", backend="ptx")
-        mismatch = CompileJob(tagged(ptx_kernel(target="sm_100a")), name="b", backend="ptx")
-        results = await engine.compile_many([*hand, from_nvrtc, mismatch])
-        stats = await engine.statistics()
-    for result in results[:-1]:
-        assert result.ok, result.error
-        assert result.unwrap().startswith(b"\x7fELF") and result.output == "cubin"
-        assert result.resources["scale"].arch == ARCH  # ptxas -v, parsed
-        assert result.resources["scale"].registers > 0
-    error = results[-1].error
-    assert isinstance(error, CompileError) and ".target sm_100a" in str(error)
-    return seen([made, *results], stats)
+    return await _ptx_through(door, "ptx", ptx_readable, 7.0)
 
 
 async def nvjitlink_backend(door: Door) -> Seen:
     """The fourth backend through every door: PTX in bulk with nvJitLink in threads of
     whichever process compiles (the server's, a Ray actor's), NVRTC's PTX as it is
-    (nvJitLink is of NVRTC's release), and a ``.target`` the engine's arch cannot take."""
+    (nvJitLink is of NVRTC's release), and a ``.target`` the engine's arch cannot take;
+    resources from -verbose (ptxas's report)."""
     if NvJitLinkBackend.version(None) is None:
         pytest.skip("nvJitLink is not installed (pip install nvidia-nvjitlink)")
+    return await _ptx_through(door, "nvjitlink", lambda ptx: ptx, 8.0)
+
+
+async def _ptx_through(
+    door: Door, backend: str, readable: Callable[[str], str], factor: float
+) -> Seen:
+    """PTX through ``door`` on the PTX ``backend``: four hand-written kernels, the
+    door's NVRTC's PTX of ``scale_kernel(factor)`` (made ``readable`` for the backend),
+    and one whose ``.target`` the arch cannot take."""
     hand = [
-        CompileJob(tagged(ptx_kernel(float(i))), name=f"jit{i}", backend="nvjitlink")
+        CompileJob(tagged(ptx_kernel(float(i))), name=f"{backend}{i}", backend=backend)
         for i in range(4)
     ]
     async with open_door(door, arch=ARCH) as engine:
-        made = await engine.compile(CompileJob(tagged(scale_kernel(8.0)), output="ptx"))
+        made = await engine.compile(CompileJob(tagged(scale_kernel(factor)), output="ptx"))
         ptx = made.unwrap().decode()
-        from_nvrtc = CompileJob(tagged(ptx), name="nvrtc_ptx", backend="nvjitlink")
-        mismatch = CompileJob(tagged(ptx_kernel(target="sm_100a")), name="b", backend="nvjitlink")
+        from_nvrtc = CompileJob(tagged(readable(ptx)), name="nvrtc_ptx", backend=backend)
+        mismatch = CompileJob(tagged(ptx_kernel(target="sm_100a")), name="b", backend=backend)
         results = await engine.compile_many([*hand, from_nvrtc, mismatch])
         stats = await engine.statistics()
     for result in results[:-1]:
         assert result.ok, result.error
         assert result.unwrap().startswith(b"\x7fELF") and result.output == "cubin"
-        assert result.resources["scale"].arch == ARCH  # -verbose: ptxas's report, parsed
+        assert result.resources["scale"].arch == ARCH  # the resource report, parsed
         assert result.resources["scale"].registers > 0
     error = results[-1].error
     assert isinstance(error, CompileError) and ".target sm_100a" in str(error)

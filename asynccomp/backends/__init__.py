@@ -12,9 +12,9 @@ name in :mod:`._registry` (one line each).
 A backend renders a :class:`BackendOptions` and a job into a :class:`PreparedCompile`
 (``prepare``), then compiles it (``run``). Where an option is rendered:
 ``NvrtcBackend.prepare``, ``NvccBackend.prepare`` (``add_shared_options`` for the two
-both spell alike), ``PtxBackend.prepare`` and ``NvJitLinkBackend.prepare``, nowhere
-else. What the rest of asynccomp
-knows of a backend it asks its class, found by name with :func:`backend_class`.
+both spell alike), and ``ptx.ptx_flags`` for both PTX backends (``PtxBackend.prepare``
+adds ptxas's files), nowhere else. What the rest of asynccomp knows of a backend it asks
+its class, found by name with :func:`backend_class`.
 
 The classes are imported when first named (``from asynccomp.backends import
 NvrtcBackend``), as the registry imports a backend's module when its name is first

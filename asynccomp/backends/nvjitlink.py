@@ -45,7 +45,7 @@ import anyio.abc
 import anyio.to_thread
 
 from .._wakers import soon_caller
-from ..errors import CompileError, ToolkitNotFound
+from ..errors import ToolkitNotFound
 from ..job import CompileJob
 from ..toolkit import Toolkit
 from ._base import (
@@ -54,10 +54,9 @@ from ._base import (
     BackendSettings,
     CompilerBackend,
     PreparedCompile,
-    has_line_info,
     safe_stem,
 )
-from .ptx import PtxBackend, arch_problem, check_ptx_job
+from .ptx import PtxBackend, check_ptx_job, ptx_flags
 
 __all__ = ("CLOSE_GRACE", "NvJitLinkBackend", "THREAD_NAME")
 
@@ -139,15 +138,7 @@ class NvJitLinkBackend(CompilerBackend):
                 searched=("cuda.bindings.nvjitlink",),
                 job=job,
             )
-        why = arch_problem(job.source, options.arch)
-        if why is not None:
-            raise CompileError(why, job=job)
-        if job.exact_options:
-            flags = list(job.options)
-        else:
-            flags = [f"-arch={options.arch}", "-verbose", *job.options]  # the resources
-            if options.line_info and not has_line_info(flags):
-                flags.append("-lineinfo")
+        flags = ptx_flags(job, options, "-verbose")  # -verbose: ptxas's resource report
         return PreparedCompile(
             backend=self.name,
             output="cubin",

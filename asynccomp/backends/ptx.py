@@ -38,7 +38,8 @@ Traceback (most recent call last):
 ...
 asynccomp.errors.InvalidJob: invalid arch 'sm_75': the PTX's .target sm_80 compiles ...
 
-Where a ptxas option is rendered: :meth:`PtxBackend.prepare`, here, and nowhere else.
+Where a ptxas option is rendered: :func:`ptx_flags` (which the ``nvjitlink`` backend
+shares) and :meth:`PtxBackend.prepare`, here, and nowhere else.
 """
 
 from __future__ import annotations
@@ -64,7 +65,14 @@ from ._base import (
 )
 from ._tool import ProgramBackend
 
-__all__ = ("PtxBackend", "arch_problem", "check_ptx_job", "ptx_target", "target_mismatch")
+__all__ = (
+    "PtxBackend",
+    "arch_problem",
+    "check_ptx_job",
+    "ptx_flags",
+    "ptx_target",
+    "target_mismatch",
+)
 
 # ".target sm_90a" (maybe followed by ", debug" or ", texmode_independent"), at the
 # start of a line: a commented-out one ("// .target") does not count.
@@ -117,6 +125,22 @@ def arch_problem(source: str, arch: str) -> str | None:
     if why is None and arch.startswith("compute_"):
         why = target_mismatch(arch, arch)
     return why
+
+
+def ptx_flags(job: CompileJob, options: BackendOptions, report: str) -> list[str]:
+    """A PTX job's flags for either PTX backend: the job's options as they are with
+    ``exact_options``, else ``-arch``, ``report`` (the flag that asks for ptxas's
+    resource report), the job's options and ``-lineinfo`` for dumps. A ``.target`` the
+    arch cannot take is the job's :class:`~asynccomp.CompileError`, before anything runs."""
+    why = arch_problem(job.source, options.arch)
+    if why is not None:
+        raise CompileError(why, job=job)
+    if job.exact_options:
+        return list(job.options)
+    flags = [f"-arch={options.arch}", report, *job.options]
+    if options.line_info and not has_line_info(flags):
+        flags.append("-lineinfo")
+    return flags
 
 
 def check_ptx_job(job: CompileJob, tool: str, refused: Mapping[str, str]) -> None:
@@ -206,17 +230,8 @@ class PtxBackend(ProgramBackend):
                 searched=self.toolkit.searched,
                 job=job,
             )
-        why = arch_problem(job.source, options.arch)
-        if why is not None:
-            raise CompileError(why, job=job)
         stem = safe_stem(job.name)
-        argv = [str(ptxas)]
-        if job.exact_options:
-            argv += job.options
-        else:
-            argv += [f"-arch={options.arch}", "-v", *job.options]  # -v: the resource report
-            if options.line_info and not has_line_info(argv):
-                argv.append("-lineinfo")
+        argv = [str(ptxas), *ptx_flags(job, options, "-v")]  # -v: the resource report
         # BackendOptions.split_compile is not rendered: it splits NVVM's work, which
         # PTX has done already. keep_intermediates neither: ptxas writes none.
         argv += ["-o", f"{stem}.cubin", f"{stem}.ptx"]

@@ -105,7 +105,6 @@ class Session:
         self._out, self._queue = anyio.create_memory_object_stream[
             tuple[Mapping[str, Any], Sequence[bytes], int] | Callable[[], Drained] | _Written
         ](math.inf)
-        self._queued = 0  # items posted and not taken by the writer
         self._writing = False  # the writer is writing an item
         self._posts_ended = False
         self.drained = anyio.Event()
@@ -142,7 +141,6 @@ class Session:
             return
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._out.send_nowait(item)
-            self._queued += 1
             self.hold(answers, size)
 
     def _idle(self) -> bool:
@@ -150,7 +148,7 @@ class Session:
         return (
             self.greeted
             and not self._posts_ended
-            and not self._queued
+            and not self._out.statistics().current_buffer_used  # posted, not taken
             and not self._writing
             and not self.stream.buffered
         )
@@ -162,8 +160,8 @@ class Session:
         for the writer to see out, within its deadline."""
         answers = size = 0
         try:
-            for message, blobs, its_answers, its_size in drain():
-                for frame in encode(*send_form(message, blobs)):
+            for frames, its_answers, its_size in _frames_of(drain):
+                for frame in frames:
                     self.stream.write(frame)
                 answers += its_answers
                 size += its_size
@@ -260,7 +258,6 @@ class Session:
             # frame cost a cache hit more than its send).
             with anyio.CancelScope() as bound:
                 async for item in self._queue:
-                    self._queued -= 1
                     self._writing = True
                     for frames, answers, size in _frames_of(item):
                         for frame in frames:
