@@ -19,8 +19,12 @@ One tree, so ``except AsyncCompError`` catches everything this library means to 
     ├── ClusterError (also a RuntimeError)  the Ray cluster cannot be used (Ray not
     │                                       installed, unreachable, no CPU, no node with
     │                                       this process's toolkit)
-    ├── WorkerStartFailed (a RuntimeError)  asynccomp.tvm.Builder's warm workers cannot
-    │                                       start (their initializer raised or hangs)
+    ├── WorkerStartFailed (a RuntimeError)  worker processes (asynccomp.workers: TVM's
+    │                                       builder, TileLang's lowering) cannot start
+    │                                       (their initializer raised or hangs)
+    ├── TaskFailed (a RuntimeError)         a task in a worker process raised something
+    │                                       that cannot travel back as itself, or
+    │                                       returned a value that cannot
     └── CompileError                        a job produced no binary (kept in ``result.error``)
         ├── CompileTimeout                  the job ran past its ``timeout`` and was stopped
         ├── ToolkitNotFound                 the compiler it needs is not installed
@@ -70,6 +74,7 @@ __all__ = (
     "ServerError",
     "ServerLost",
     "SettingsError",
+    "TaskFailed",
     "ToolkitNotFound",
     "UnknownBackend",
     "WorkerCrashed",
@@ -226,9 +231,29 @@ class InternalError(CompileError):
 
 
 class WorkerStartFailed(AsyncCompError, RuntimeError):
-    """Warm worker processes (``asynccomp.tvm.Builder``'s) cannot start: their
-    initializer raised (the message holds its traceback), or they keep exiting first or
-    not getting ready within their ``start_timeout``."""
+    """Worker processes (:mod:`asynccomp.workers`: ``asynccomp.tvm.Builder``'s,
+    TileLang's lowering) cannot start: their initializer raised (the message holds its
+    traceback), or they keep exiting first or not getting ready within their
+    ``start_timeout``. The pool stays usable: its next task tries again."""
+
+
+class TaskFailed(AsyncCompError, RuntimeError):
+    """A task in a worker process failed in a way that cannot travel back as itself: it
+    raised an exception that does not pickle, or returned a value that does not (the
+    worker serves on either way). ``type_name`` is the exception's type (``TypeError``
+    for a value that did not pickle), ``traceback`` the worker's traceback text."""
+
+    def __init__(self, message: str, *, type_name: str = "", traceback: str = "") -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        self.traceback = traceback
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_task_failed, (str(self), self.type_name, self.traceback))
+
+
+def _task_failed(message: str, type_name: str, traceback: str) -> TaskFailed:
+    return TaskFailed(message, type_name=type_name, traceback=traceback)
 
 
 class AsyncCompWarning(UserWarning):

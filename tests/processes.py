@@ -11,6 +11,8 @@ import anyio
 import psutil
 
 __all__ = (
+    "NVRTC_TEMPLATE",
+    "NVRTC_WORKER",
     "compiler_processes",
     "nvrtc_workers",
     "run_cli",
@@ -21,14 +23,17 @@ __all__ = (
 
 REPO = Path(__file__).resolve().parent.parent
 
-_COMPILERS = ("nvcc", "cicc", "ptxas", "fatbinary", "cudafe", "_nvrtc_worker")
+_COMPILERS = ("nvcc", "cicc", "ptxas", "fatbinary", "cudafe")
+#: What the worker kernel calls NVRTC's processes (``ps`` shows these names): its
+#: workers, and the template they are forked from.
+NVRTC_WORKER, NVRTC_TEMPLATE = "acw-nvrtc", "acz-nvrtc"
 
 
-def _ours(words: tuple[str, ...]) -> list[psutil.Process]:
+def _ours(words: tuple[str, ...], names: tuple[str, ...] = ()) -> list[psutil.Process]:
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if any(word in " ".join(child.cmdline()) for word in words):
+            if child.name() in names or any(word in " ".join(child.cmdline()) for word in words):
                 found.append(child)
         except psutil.NoSuchProcess:
             pass
@@ -40,12 +45,12 @@ def compiler_processes() -> list[psutil.Process]:
 
     Other children, such as multiprocessing's resource tracker left by other tests, are
     not ours to judge."""
-    return _ours(_COMPILERS)
+    return _ours(_COMPILERS, (NVRTC_WORKER, NVRTC_TEMPLATE))
 
 
 def nvrtc_workers() -> list[int]:
     """Process ids of the NVRTC worker processes below this test process."""
-    return sorted(p.pid for p in _ours(("_nvrtc_worker",)))
+    return sorted(p.pid for p in _ours((), (NVRTC_WORKER,)))
 
 
 async def wait_until(predicate: Callable[[], bool], within: float = 60.0) -> None:

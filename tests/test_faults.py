@@ -25,7 +25,7 @@ from asynccomp import (
     InternalError,
     WorkerCrashed,
 )
-from asynccomp.backends import _nvrtc_pool
+from asynccomp.backends import _nvrtc_workers
 
 from .filesystems import full_disk
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
@@ -46,7 +46,7 @@ def ended_by_its_timeout(result: CompileResult) -> bool:
     """Whether the job ended at its timeout (plus the kill grace and a loaded machine's
     delay), not when its compile would have finished on its own."""
     assert result.job.timeout is not None
-    limit = result.job.timeout + _nvrtc_pool.KILL_GRACE + LOAD_ALLOWANCE
+    limit = result.job.timeout + _nvrtc_workers.KILL_GRACE + LOAD_ALLOWANCE
     return result.elapsed < limit
 
 
@@ -133,9 +133,7 @@ async def test_success_without_a_binary_is_empty_output(mode: Any) -> None:
 async def test_workers_that_cannot_start_fail_their_jobs_not_the_engine(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(
-        _nvrtc_pool, "worker_command", lambda: ["/nonexistent/python", "-m", "nothing"]
-    )
+    monkeypatch.setattr(_nvrtc_workers, "worker_python", lambda: "/nonexistent/python")
     async with Engine(arch=ARCH, nvrtc_workers=2, nvrtc_mode="processes") as engine:
         await engine.warm_up()  # logs the failure, raises nothing
         results = await engine.compile_many([CompileJob(scale_kernel(float(i))) for i in range(3)])

@@ -13,20 +13,16 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import psutil
 import pytest
 
 from asynccomp import CompileJob, InvalidJob
+from asynccomp._os import running
 from asynccomp.backends import BackendOptions, NvrtcBackend
-from asynccomp.backends._nvrtc_pool import (
-    header_prefix,
-    pch_key,
-    sweep_worker_folders,
-    worker_folders_root,
-)
+from asynccomp.backends._nvrtc_files import sweep_worker_folders, worker_folders_root
+from asynccomp.backends._nvrtc_workers import header_prefix, pch_key
 from asynccomp.toolkit import find_toolkit
 
 pytestmark = pytest.mark.skipif(
@@ -251,9 +247,10 @@ def test_a_killed_engines_pch_is_removed_by_the_next(
         pch = Path(engine.stdout.readline().strip())  # the script's own limit: 600 s
         engine.kill()
     assert pch.is_file() and pch.is_relative_to(tmp), pch
-    folder = pch.parent  # NVRTC's __nvrtc_auto_pch_<pid>_0
+    folder = pch.parent  # NVRTC's __nvrtc_auto_pch_<pid of the compiling process>_0
+    compiler = int(folder.name.split("_")[-2])
     deadline = time.monotonic() + 10
-    while mode == "processes" and _workers_in(tmp):  # it dies with its engine
+    while mode == "processes" and running(compiler):  # it dies with its engine
         assert time.monotonic() < deadline, "the worker outlived its engine"
         time.sleep(0.05)
     assert folder.exists(), "NVRTC removed it itself: nothing to test"
@@ -270,20 +267,6 @@ def test_a_killed_engines_pch_is_removed_by_the_next(
     anyio.run(next_engine)
     assert not folder.exists()
     assert not pch.exists()
-
-
-def _workers_in(tmp: Path) -> list[Any]:
-    """NVRTC worker processes whose $TMPDIR is under ``tmp``."""
-    found = []
-    for process in psutil.process_iter(["cmdline", "environ"]):
-        try:
-            command = " ".join(process.info["cmdline"] or ())
-            folder = (process.info["environ"] or {}).get("TMPDIR", "")
-        except psutil.Error:
-            continue
-        if "asynccomp.backends._nvrtc_worker" in command and str(tmp) in folder:
-            found.append(process)
-    return found
 
 
 def test_looking_for_the_worker_folders_makes_none(

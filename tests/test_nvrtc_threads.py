@@ -18,8 +18,8 @@ import anyio
 import pytest
 
 from asynccomp import CompileJob, CompileTimeout, Engine
-from asynccomp.backends._nvrtc_pool import FIRST_ANSWER, KILL_GRACE
 from asynccomp.backends._nvrtc_threads import ABANDON_GRACE, THREAD_NAME
+from asynccomp.backends._nvrtc_workers import KILL_GRACE
 from asynccomp.config import NvrtcModeSetting
 
 from .kernels import ARCH, scale_kernel
@@ -76,8 +76,8 @@ async def test_a_compile_stuck_in_open_gives_its_slot_back(
     stuck = CompileJob(include_of(fifo), name="stuck", timeout=stuck_timeout)
     after = CompileJob(scale_kernel(3.0), name="after", timeout=after_timeout)
     # The stuck job's deadline and the grace before its thread is abandoned; then the
-    # next job's timeout, after its worker process has started (at most FIRST_ANSWER).
-    within = stuck_timeout + KILL_GRACE + ABANDON_GRACE + FIRST_ANSWER + after_timeout
+    # next job's timeout, after its worker process has started (at most its start_timeout).
+    within = stuck_timeout + KILL_GRACE + ABANDON_GRACE + 60 + after_timeout
     caplog.set_level(logging.WARNING, logger="asynccomp")
     try:
         with fifo_released_by(fifo, within), anyio.fail_after(within):

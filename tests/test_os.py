@@ -135,8 +135,8 @@ def test_a_warm_worker_imports_the_asynccomp_its_parent_runs(tmp_path: Path) -> 
     code = (
         f"import sys; sys.path.insert(0, {str(copy)!r})\n"
         "import asynccomp\n"
-        "from asynccomp._warm_pool import WarmPool\n"
-        "pool = WarmPool(1, start_timeout=120)\n"
+        "from asynccomp.workers import PoolSettings, WorkerPool\n"
+        "pool = WorkerPool(PoolSettings('copy', 1, start_timeout=120))\n"
         "try:\n"
         "    [result] = pool.map(eval, [(\"__import__('asynccomp').__file__\",)])\n"
         "finally:\n"

@@ -329,7 +329,7 @@ def test_sigterm_stops_the_server_cleanly(server_dir: Path) -> None:
             assert time.monotonic() < deadline and thread.is_alive(), "cicc never started"
             time.sleep(0.05)
         below = _children(server)
-        assert any("_nvrtc_worker" in " ".join(p.cmdline()) for p in below)
+        assert any(_name(p) == "acw-nvrtc" for p in below)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
         thread.join(30)

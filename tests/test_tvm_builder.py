@@ -37,7 +37,7 @@ def _candidate(source: str) -> tuple[str, int, list[int]]:
     workers = [
         p.pid
         for p in psutil.Process(os.getpid()).children(recursive=True)
-        if "_nvrtc_worker" in " ".join(p.cmdline())
+        if p.name() == "acw-nvrtc"
     ]
     return hashlib.sha256(binary).hexdigest(), os.getpid(), workers
 

@@ -1,6 +1,6 @@
-"""Tasks and initializers for warm pool workers (asynccomp._warm_pool), importable by
-name (the main venv has no cloudpickle: they travel by pickle), and the helpers the warm
-pool tests share."""
+"""Tasks and initializers for worker pools (asynccomp.workers), importable by name (the
+main venv has no cloudpickle: they travel by pickle), and the helpers the worker tests
+share."""
 
 from __future__ import annotations
 
@@ -30,6 +30,63 @@ def hold(mib: int) -> int:
 
 def size(data: bytes) -> int:
     return len(data)
+
+
+def a_lock() -> object:
+    """A value that does not pickle."""
+    return threading.Lock()
+
+
+class Unpicklable(Exception):
+    """An exception that does not pickle: it holds a lock."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.lock = threading.Lock()
+
+
+def raise_unpicklable() -> None:
+    raise Unpicklable("held a lock")
+
+
+def raise_value_error() -> None:
+    raise ValueError("a task's own error")
+
+
+def exit_task(code: int) -> None:
+    raise SystemExit(code)
+
+
+def die(code: int) -> None:
+    os._exit(code)
+
+
+def stop_on_cancel(gate: str) -> str:
+    """A task that runs until its pool cancels it (it watches cancel_event), then says
+    so; it first writes its pid to ``gate/claimed``."""
+    from asynccomp.workers import cancel_event
+
+    _claim(Path(gate))
+    cancelled = cancel_event()
+    while not cancelled.wait(0.05):
+        pass
+    return "stopped"
+
+
+def threads_alive() -> int:
+    return threading.active_count()
+
+
+def start_a_thread() -> None:
+    """An initializer that leaves a thread running (forking from it is unsafe)."""
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+
+
+def hold_then_wait(mib: int, gate: str) -> int:
+    """Allocate ``mib`` MiB, touched, then wait for ``gate/open``."""
+    kept = b"\1" * (mib << 20)
+    _wait_open(Path(gate))
+    return len(kept)
 
 
 def _claim(gate: Path) -> bool:
@@ -84,6 +141,12 @@ def first_task_hangs(gate: str) -> int:
     if _claim(Path(gate)):
         _wait_open(Path(gate))
     return os.getpid()
+
+
+def first_task_hangs_two(gate: str, _path: object) -> int:
+    """:func:`first_task_hangs` with a second argument (TileLang's lowering task takes
+    its recipe and the parent's import path)."""
+    return first_task_hangs(gate)
 
 
 def claimed(gate: Path, within: float) -> int:

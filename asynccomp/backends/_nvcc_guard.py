@@ -7,8 +7,7 @@ by SIGKILL or SIGTERM, crashed: however it ends) the guard kills the whole group
 no compiler outlives its engine: orphaned, they ran on for 12-41 s and left their work
 folder behind (issue 20).
 
-Why a process of its own, rather than ``prctl(PR_SET_PDEATHSIG)`` on nvcc, which is how
-NVRTC workers die with their engine (:mod:`._nvrtc_worker`):
+Why a process of its own, rather than ``prctl(PR_SET_PDEATHSIG)`` on nvcc:
 
 - the parent-death setting is cleared in a child: it would reach nvcc, never the cicc
   and ptxas nvcc runs, which do the long work;
@@ -17,9 +16,10 @@ NVRTC workers die with their engine (:mod:`._nvrtc_worker`):
 - set between fork and exec (``preexec_fn``), it would run Python in the child of a
   process with threads (event loop, NVRTC, Ray), which is not async-signal-safe.
 
-The guard watches the engine through a pidfd, which becomes readable once the process
-(every thread of it) has ended, whichever thread started the guard. It runs by path
-with ``-I -S`` and imports only the interpreter's own modules: about 12 ms before nvcc
+The guard watches the engine with the watch every asynccomp process uses
+(:class:`asynccomp.workers._watch.Watch`, loaded by path: a pidfd, readable once the
+engine's process has ended, whichever thread started the guard). It runs by path with
+``-I -S`` and imports only the interpreter's own modules: about 12 ms before nvcc
 starts, against nvcc's second or more.
 
 It exits with nvcc's status, or re-raises the signal that killed nvcc, so the engine
@@ -30,17 +30,30 @@ the status is 127 (:data:`NOT_STARTED`, the one name the package imports from he
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import select
 import signal
 import sys
 import time
+from pathlib import Path
+from types import ModuleType
 
 #: The exit status that means "nvcc could not be started" (the errno is on REPORT_FD).
 NOT_STARTED = 127
 
 # How often the engine is looked for where pidfds are missing (Linux before 5.3).
 _POLL = 0.1
+
+
+def _watch_module() -> ModuleType:
+    """asynccomp.workers._watch, by path (standard library only: no package import)."""
+    path = Path(__file__).resolve().parent.parent / "workers" / "_watch.py"
+    spec = importlib.util.spec_from_file_location("_asynccomp_watch", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _kill_group(*_: object) -> None:
@@ -51,13 +64,11 @@ def _kill_group(*_: object) -> None:
 def _engine_watch(engine: int) -> int | None:
     """A pidfd of the engine's process, ``None`` where pidfds are missing. Exits at
     once if the engine is already gone (then the pid may name another process)."""
-    try:
-        watch: int | None = os.pidfd_open(engine)
-    except (AttributeError, OSError):
-        watch = None
-    if os.getppid() != engine:  # it died before the pidfd was taken: nothing to run for
+    watch = _watch_module().Watch(engine)
+    if watch.ended() or os.getppid() != engine:  # nothing to run for
         os._exit(1)
-    return watch
+    fd: int | None = watch.fileno()
+    return fd
 
 
 def _wait(child: int, engine: int, watch: int | None) -> int:

@@ -1,7 +1,7 @@
 """One NVRTC compile through ``cuda.bindings.nvrtc``, in the calling thread or process.
 
 Used by the thread runner of :class:`~asynccomp.backends.NvrtcBackend` and by the worker
-processes (:mod:`._nvrtc_worker`). It never raises for anything a job can cause: compile
+processes (:mod:`._nvrtc_workers`). It never raises for anything a job can cause: compile
 errors, an empty output and NVRTC API errors all come back as a
 :class:`~asynccomp.backends._base.BackendOutput`, so one job never takes its batch (or
 its worker process) down.

@@ -30,7 +30,7 @@ import anyio
 from .._wakers import soon_caller
 from ._base import BackendOutput, PreparedCompile
 from ._nvrtc_api import compile_prepared
-from ._nvrtc_pool import KILL_GRACE
+from ._nvrtc_workers import KILL_GRACE
 
 __all__ = ("ABANDON_GRACE", "THREAD_NAME", "NvrtcThreads")
 

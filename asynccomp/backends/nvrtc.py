@@ -2,7 +2,7 @@
 
 NVRTC's front end runs one program at a time per process (measured: threads alone gain
 nothing on header-heavy TVM kernels), so ``mode="processes"`` runs whole compiles in
-parallel worker processes (:mod:`._nvrtc_pool`). ``mode="threads"`` compiles in threads
+parallel worker processes (:mod:`._nvrtc_workers`). ``mode="threads"`` compiles in threads
 of this process: cuda-bindings releases the GIL inside ``nvrtcCompileProgram``, so only
 NVVM and ptxas of several programs overlap.
 
@@ -14,7 +14,7 @@ wants its PCH options before the others). NVRTC then writes a PCH of the source'
 leading ``#include`` lines the first time it sees that header prefix with those options,
 and uses it for every later compile with the same prefix and options *in the same
 process*: so the worker pool sends such jobs to the worker that holds their PCH
-(:mod:`._nvrtc_pool`), gives every worker a folder of its own for the files (NVRTC puts
+(:mod:`._nvrtc_workers`), gives every worker a folder of its own for the files (NVRTC puts
 them in ``$TMPDIR``) and removes it when the worker ends, killed or not. The PCH heap is
 raised to what the headers need (:mod:`._nvrtc_api`): NVRTC 13.5's default of 256 MiB is
 too small for TileLang's headers (422 MiB), and then no PCH is ever made while every
@@ -51,8 +51,8 @@ from ._base import (
     with_caller_folders,
 )
 from ._nvrtc_files import sweep_stale_auto_pch
-from ._nvrtc_pool import NvrtcProcessPool
 from ._nvrtc_threads import NvrtcThreads
+from ._nvrtc_workers import NvrtcWorkers
 
 logger = logging.getLogger("asynccomp")
 
@@ -139,7 +139,7 @@ class NvrtcBackend(CompilerBackend):
                 CompileJob(WARMUP_SOURCE, name="asynccomp_warmup", arch=warmup_arch),
                 BackendOptions(warmup_arch, tvm_fast_path=False),
             )
-        self.pool = NvrtcProcessPool(workers, self._warmup) if mode == "processes" else None
+        self.pool = NvrtcWorkers(workers, self._warmup) if mode == "processes" else None
         self.threads = NvrtcThreads(workers) if mode == "threads" else None
 
     def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
@@ -206,7 +206,7 @@ class NvrtcBackend(CompilerBackend):
 
     def watch_workers(self, changed: Callable[[], None]) -> None:
         if self.pool is not None:
-            self.pool.worker_watchers.append(changed)
+            self.pool.watch(changed)
 
     async def aclose(self) -> None:
         if self.pool is not None:
@@ -232,5 +232,5 @@ class NvrtcBackend(CompilerBackend):
             # A thread did not stop and was abandoned: worker processes from now on,
             # which a timeout can kill (one pool, whichever job comes back first).
             if self.pool is None:
-                self.pool = NvrtcProcessPool(self.workers, self._warmup)
+                self.pool = NvrtcWorkers(self.workers, self._warmup)
         return await self.pool.run(prepared)

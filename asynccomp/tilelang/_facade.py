@@ -195,6 +195,7 @@ def register(
     on_result: Callable[[CompileResult], None] | None = None,
     lower_in_workers: bool = True,
     lowering_workers: int | None = None,
+    lowering_timeout: float | None = 600.0,
 ) -> None:
     """Make TileLang compile CUDA through asynccomp: register
     :func:`tilelang_callback_cuda_compile` as the tvm-ffi global function
@@ -221,7 +222,11 @@ def register(
             (:mod:`asynccomp.tilelang._offload`); ``False``: TileLang's own threads,
             in this process.
         lowering_workers: how many worker processes (``None``: one per CPU); they
-            start now.
+            start now, in the background (forked from one process that imported
+            TileLang once), so the first autotune finds them warm.
+        lowering_timeout: seconds one config's elaboration and lowering may take in
+            its worker (``None``: no limit); past it the worker is killed and that
+            config fails with :class:`TileLangCompileTimeout`.
     """
     if lowering_workers is not None and lowering_workers < 1:
         raise ValueError(f"lowering_workers must be at least 1, got {lowering_workers}")
@@ -242,7 +247,7 @@ def register(
         tvm_ffi.register_global_func(CALLBACK_NAME, tilelang_callback_cuda_compile, override=True)
         _state.registered = True
         if lower_in_workers:
-            _offload.install(lowering_workers)
+            _offload.install(lowering_workers, lowering_timeout)
         else:
             _offload.uninstall()
 

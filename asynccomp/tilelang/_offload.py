@@ -54,12 +54,12 @@ def installed() -> bool:
     return bool(originals)
 
 
-def install(count: int | None = None) -> None:
+def install(count: int | None = None, timeout: float | None = _pool.LOWERING_TIMEOUT) -> None:
     """Put the replacements in place, lowering on ``count`` workers (default: one per
-    CPU; idempotent, and another ``count`` ends the workers running). The workers start
-    with the first autotune or ``par_compile`` (importing TileLang in each: seconds of
-    CPU a user who only calls ``tilelang.compile`` should not pay) and live on, warm,
-    for the next ones."""
+    CPU; idempotent, and another ``count`` ends the workers running), each config for at
+    most ``timeout`` seconds. The workers start now, in the background (TileLang is
+    imported once, in the template they are forked from), and live on, warm, for every
+    autotune and ``par_compile`` of the process."""
     import sys
 
     import tilelang
@@ -68,9 +68,9 @@ def install(count: int | None = None) -> None:
     jit_module = sys.modules["tilelang.jit"]  # `tilelang.jit` is the decorator
 
     size = count or cpus()
-    if originals and size != workers():
-        _pool.close()
     set_workers(size)
+    _pool.set_timeout(timeout)
+    _pool.pool(size)  # started (or replaced, for another count) in the background
     if not originals:
         originals["prepare"] = AutoTuner._prepare_compile_execution
         originals["make_compile"] = AutoTuneImpl._make_jit_compile_func

@@ -83,8 +83,12 @@ def par_compile(
                     results[i] = None
             else:
                 results[i] = future.result()
-    finally:
-        batch.shutdown()
+    except BaseException:
+        # Ctrl-C, or a config's error: the configs not lowered yet are cancelled in
+        # their workers, and nothing waits for them.
+        batch.shutdown(wait=False)
+        raise
+    batch.shutdown()
     return results
 
 

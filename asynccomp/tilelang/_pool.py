@@ -1,13 +1,14 @@
-"""The lowering workers (one process-wide :class:`~asynccomp._warm_pool.WarmPool`,
-TileLang imported once in each) and :class:`Batch`, which runs TileLang's compile units
-on them.
+"""The lowering workers (one process-wide :class:`~asynccomp.workers.WorkerPool`, TileLang
+imported once in the template they are forked from) and :class:`Batch`, which runs
+TileLang's compile units on them.
 
-A batch sends every config's recipe to the workers at once (one dispatcher thread
-drives the pool); as soon as all the configs of a unit are lowered, the unit's
-``finish`` (TileLang's own codegen and CUDA compile, answered from the workers' IR) runs
-on one of ``finishers`` threads, which spend their time waiting on asynccomp's engine,
-not holding the interpreter lock. Each unit's result is a ``concurrent.futures.Future``,
-as TileLang's own thread pool gives it.
+A batch sends every config's recipe to the workers at once; as soon as all the configs of
+a unit are lowered, the unit's ``finish`` (TileLang's own codegen and CUDA compile,
+answered from the workers' IR) runs on one of ``finishers`` threads, which spend their
+time waiting on asynccomp's engine, not holding the interpreter lock. Each unit's result
+is a ``concurrent.futures.Future``, as TileLang's own thread pool gives it. A batch shut
+down before its configs are lowered (Ctrl-C in TileLang's loop) cancels the rest: their
+workers stop, and the pool serves the next batch.
 """
 
 from __future__ import annotations
@@ -21,24 +22,29 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._warm_pool import TaskResult, WarmPool
-from ._errors import TileLangLoweringCrashed
+from ..workers import PoolSettings, TaskHandle, TaskResult, WorkerPool
+from ._errors import TileLangCompileTimeout, TileLangLoweringCrashed
 from ._lowering import Lowered, Raised, lower, warm_up
 from ._transport import Packed
 
-__all__ = ("Batch", "Outcome", "Unavailable", "Unit", "close", "pool")
+__all__ = ("Batch", "Outcome", "Unavailable", "Unit", "close", "pool", "set_timeout")
 
 logger = logging.getLogger("asynccomp.tilelang")
 
 #: End idle workers after this many seconds; recycle one past this resident memory.
 IDLE_RELEASE = 600.0
 MAX_RSS = 4 << 30
+#: Seconds one config's elaboration and lowering may take in its worker (a config whose
+#: elaboration never ends would hold the autotune for ever): past it, the worker is
+#: killed and the config fails with a timeout (``register(lowering_timeout=...)``).
+LOWERING_TIMEOUT = 600.0
 
 
 @dataclasses.dataclass(frozen=True)
 class Unavailable:
-    """No worker could run the recipe (it did not load there, or the workers did not
-    start): the parent lowers this config itself, as TileLang does; ``reason`` says why."""
+    """No worker could run the recipe (it did not load there, its result did not travel
+    back, or the workers did not start): the parent lowers this config itself, as
+    TileLang does; ``reason`` says why."""
 
     reason: str
 
@@ -56,21 +62,33 @@ class Unit:
 
 
 _lock = threading.Lock()
-_pool: WarmPool | None = None
+_pool: WorkerPool | None = None
+_timeout: float | None = LOWERING_TIMEOUT
 
 
-def pool(workers: int) -> WarmPool:
-    """The process-wide lowering pool, started (with ``workers`` workers) if needed."""
+def pool(workers: int) -> WorkerPool:
+    """The process-wide lowering pool (``workers`` workers), started in the background
+    if there is none (or it was closed: a new one takes its place)."""
     global _pool
     with _lock:
-        if _pool is None:
-            _pool = WarmPool(
-                workers,
-                [functools.partial(warm_up, list(sys.path))],
-                max_rss=MAX_RSS,
-                idle_release=IDLE_RELEASE,
+        if _pool is None or _pool.closed or _pool.settings.size != workers:
+            if _pool is not None:
+                _pool.close()
+            _pool = WorkerPool(
+                PoolSettings(
+                    "tilelang",
+                    workers,
+                    [functools.partial(warm_up, list(sys.path))],
+                    max_rss=MAX_RSS,
+                    idle_release=IDLE_RELEASE,
+                )
             )
         return _pool
+
+
+def set_timeout(seconds: float | None) -> None:
+    global _timeout
+    _timeout = seconds
 
 
 def close() -> None:
@@ -95,13 +113,23 @@ def _outcome(task: TaskResult) -> Outcome:
     if task.outcome == "done":
         value: Lowered | Raised = task.value
         return value
-    if task.outcome == "error":  # asynccomp's side failed there: the recipe did not load
-        return Unavailable(f"the lowering worker could not run it:\n{task.value}")
+    if task.outcome in ("error", "start_failed"):  # asynccomp's side: lower it here
+        return Unavailable(f"the lowering worker could not run it: {task.value!r}")
+    if task.outcome == "timeout":
+        return Raised(
+            TileLangCompileTimeout(
+                f"elaborating and lowering this config took more than {_timeout} s "
+                "(asynccomp.tilelang.register(lowering_timeout=...)); its worker was "
+                "killed, the other configs are unaffected",
+                timeout=_timeout or 0.0,
+            )
+        )
     return Raised(
         TileLangLoweringCrashed(
             "the asynccomp worker process elaborating and lowering this config died "
-            "(TileLang crashed in it; in TileLang's own process it would have taken the "
-            "whole autotune down); the other configs are unaffected"
+            f"({task.value}; TileLang crashed in it, or it ran out of memory: in "
+            "TileLang's own process it would have taken the whole autotune down); the "
+            "other configs are unaffected"
         )
     )
 
@@ -109,71 +137,65 @@ def _outcome(task: TaskResult) -> Outcome:
 class Batch:
     """Runs ``units`` (see the module's doc); ``futures[i]`` is unit ``i``'s result.
     Call :meth:`shutdown` once done with it (TileLang's autotuner does, as with its own
-    thread pool)."""
+    thread pool): configs not lowered by then are cancelled."""
 
-    def __init__(self, workers: WarmPool, units: Sequence[Unit], finishers: int) -> None:
+    def __init__(self, workers: WorkerPool, units: Sequence[Unit], finishers: int) -> None:
         self.futures: list[concurrent.futures.Future[Any]] = [
             concurrent.futures.Future() for _ in units
         ]
-        self._pool = workers
         self._units = list(units)
         self._outcomes: list[list[Outcome | None]] = [[None] * len(u.recipes) for u in units]
-        self._submitted = [False] * len(units)
+        self._lock = threading.Lock()
+        self._shut = False
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max(1, finishers), thread_name_prefix="asynccomp-tilelang"
         )
-        self._thread = threading.Thread(
-            target=self._dispatch, name="asynccomp-tilelang-lowering", daemon=True
-        )
-        self._thread.start()
-
-    def shutdown(self, wait: bool = True) -> None:
-        self._thread.join()
-        self._executor.shutdown(wait=wait)
-
-    def _dispatch(self) -> None:
-        places = [(u, r) for u, unit in enumerate(self._units) for r in range(len(unit.recipes))]
+        path = list(sys.path)
+        self._handles: list[TaskHandle] = []
         for u, unit in enumerate(self._units):
             if not unit.recipes:
-                self._submit(u)
+                self._finish(u)
+            for r, recipe in enumerate(unit.recipes):
+                handle = workers.submit(_lower, recipe, path, timeout=_timeout)
+                handle.add_done_callback(functools.partial(self._lowered, u, r))
+                self._handles.append(handle)
 
-        def on_result(index: int, task: TaskResult) -> None:
-            u, r = places[index]
-            self._outcomes[u][r] = _outcome(task)
-            if all(o is not None for o in self._outcomes[u]):
-                self._submit(u)
+    def shutdown(self, wait: bool = True) -> None:
+        with self._lock:
+            self._shut = True
+        for handle in self._handles:
+            handle.cancel()  # those still lowering: nobody will take their kernels
+        for future in self.futures:
+            future.cancel()  # units never finished
+        self._executor.shutdown(wait=wait)
 
-        path = list(sys.path)
-        tasks = [(self._units[u].recipes[r], path) for u, r in places]
-        try:
-            if tasks:
-                self._pool.map(_lower, tasks, on_result)
-        except BaseException as exc:  # the workers did not start: lower in this process
-            logger.warning(
-                "asynccomp.tilelang: lowering in this process: the lowering workers failed (%s)",
-                exc,
-            )
-            for u, outcomes in enumerate(self._outcomes):
-                for r, outcome in enumerate(outcomes):
-                    if outcome is None:
-                        outcomes[r] = Unavailable(f"the lowering workers failed: {exc}")
-                if not self._submitted[u]:
-                    self._submit(u)
+    def _lowered(self, u: int, r: int, handle: TaskHandle) -> None:
+        """A config's outcome (from the pool's thread: only bookkeeping here)."""
+        outcome = _outcome(handle.result())
+        with self._lock:
+            self._outcomes[u][r] = outcome
+            complete = all(o is not None for o in self._outcomes[u]) and not self._shut
+        if complete:
+            self._finish(u)
 
-    def _submit(self, u: int) -> None:
-        self._submitted[u] = True
+    def _finish(self, u: int) -> None:
         outcomes = [o for o in self._outcomes[u] if o is not None]
-        future = self.futures[u]
         for outcome in outcomes:
             if isinstance(outcome, Unavailable):
                 logger.warning(
                     "asynccomp.tilelang: lowering a config in this process: %s", outcome.reason
                 )
+        future = self.futures[u]
 
         def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
             try:
                 future.set_result(self._units[u].finish(outcomes))
             except BaseException as exc:
                 future.set_exception(exc)
 
-        self._executor.submit(run)
+        try:
+            self._executor.submit(run)
+        except RuntimeError:  # shut down meanwhile
+            future.cancel()

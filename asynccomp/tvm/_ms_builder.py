@@ -3,12 +3,13 @@
 ``LocalBuilder.build`` starts a fresh ``PopenPoolExecutor`` for every batch (and one more
 in its constructor), and each of its workers imports TVM and, at its first build,
 ``tvm.s_tir.tensor_intrin`` (13-20 s of CPU on 2 cores) inside that candidate's 30 s
-timeout. Here the workers (:class:`asynccomp._warm_pool.WarmPool`) start as the builder
-is made, import TVM, the tensor intrinsics and MetaSchedule's builder once, register
-asynccomp's compile callback (so every CUDA compile goes through the compile server and
-its cache), and live across batches. Each candidate runs TVM's own ``_worker_func`` (the
-same ``f_build``/``f_export`` defaults, the same artifacts); results and error messages
-are ``LocalBuilder``'s, word for word, so logs read the same.
+timeout. Here the workers (:class:`asynccomp.workers.WorkerPool`) start as the builder
+is made, forked from a template that imported TVM, the tensor intrinsics and
+MetaSchedule's builder once; they register asynccomp's compile callback (so every CUDA
+compile goes through asynccomp's engine and its cache) and live across batches. Each
+candidate runs TVM's own ``_worker_func`` (the same ``f_build``/``f_export`` defaults, the
+same artifacts); results and error messages are ``LocalBuilder``'s, word for word, so
+logs read the same.
 
 Why the workers live in the tuning process and not in the compile server: the server runs
 without TVM (it is shared by every client, TVM or not, and importing TVM costs it 1-2 GB
@@ -22,22 +23,24 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from .._warm_pool import START_TIMEOUT, TaskResult, WarmPool
+from ..workers import PoolSettings, TaskResult, WorkerPool
 from ._facade import register
 
 #: Defaults: recycle a worker after this many builds or past this resident memory (the
-#: upstream leak, apache/tvm#11096), and end idle workers after this many seconds.
+#: upstream leak, apache/tvm#11096), kill one whose candidate passes ``memory_limit_mib``
+#: while it builds, end idle workers after this many seconds, and give a worker this
+#: long to get ready (TVM's imports take 13-20 s of CPU on a loaded machine).
 MAX_USES = 200
 MAX_RSS_MIB = 4096
+MEMORY_LIMIT_MIB = 16384
 IDLE_RELEASE = 600.0
+START_TIMEOUT = 300.0
 
 
-def _warm_up() -> None:
-    """Runs in each worker as it starts, never inside a candidate's timeout."""
+def _import_tvm() -> None:
+    """Runs once where the workers come from, never inside a candidate's timeout."""
     import tvm.s_tir.meta_schedule.builder.local_builder  # default_build, default_export
     import tvm.s_tir.tensor_intrin  # noqa: F401 - default_build imports it at its first call
-
-    register()
 
 
 def _result(task: TaskResult, timeout_sec: float) -> Any:
@@ -50,8 +53,24 @@ def _result(task: TaskResult, timeout_sec: float) -> Any:
         return BuilderResult(task.value, None)
     if task.outcome == "timeout":
         return BuilderResult(None, f"LocalBuilder: Timeout, killed after {timeout_sec} seconds")
-    detail = task.value if task.outcome == "error" else "Subprocess terminated"
-    return BuilderResult(None, "LocalBuilder: An exception occurred\n" + str(detail))
+    if task.outcome == "start_failed":
+        raise task.value  # WorkerStartFailed: the builder cannot build anything here
+    if task.outcome == "error":
+        detail = task.traceback or str(task.value)
+    elif task.outcome == "memory":
+        detail = f"Subprocess terminated: {task.value}"
+    else:
+        detail = "Subprocess terminated"
+    return BuilderResult(None, "LocalBuilder: An exception occurred\n" + detail)
+
+
+def asynccomp_register() -> None:
+    """A worker's initializer: asynccomp's compile callback, in place of TVM's."""
+    register()
+
+
+def _bytes(mib: float | None) -> int | None:
+    return None if mib is None else int(mib * 2**20)
 
 
 @functools.cache
@@ -83,6 +102,7 @@ def _builder_class() -> type:
             initializer: Callable[[], None] | None = None,
             max_uses: int | None = MAX_USES,
             max_rss_mib: float | None = MAX_RSS_MIB,
+            memory_limit_mib: float | None = MEMORY_LIMIT_MIB,
             idle_release: float | None = IDLE_RELEASE,
             start_timeout: float | None = START_TIMEOUT,
             register: bool = True,
@@ -92,17 +112,25 @@ def _builder_class() -> type:
             self.timeout_sec = timeout_sec
             self.f_build = f_build
             self.f_export = f_export
-            initializers: list[Callable[[], object]] = [_warm_up] if register else []
+            # TVM is imported where the workers come from whatever ``register`` says:
+            # never inside a candidate's timeout (a worker that imports TVM in its first
+            # candidate times out, and its replacement starts cold again).
+            initializers: list[Callable[[], object]] = [_import_tvm]
+            if register:
+                initializers.append(asynccomp_register)
             if initializer is not None:
                 initializers.append(initializer)
-            self.pool = WarmPool(
-                self.max_workers,
-                initializers,
-                timeout=timeout_sec,
-                max_uses=max_uses,
-                max_rss=None if max_rss_mib is None else int(max_rss_mib * 2**20),
-                idle_release=idle_release,
-                start_timeout=start_timeout,
+            self.pool = WorkerPool(
+                PoolSettings(
+                    "tvm-builder",
+                    self.max_workers,
+                    initializers,
+                    start_timeout=start_timeout,
+                    max_uses=max_uses,
+                    max_rss=_bytes(max_rss_mib),
+                    memory_limit=_bytes(memory_limit_mib),
+                    idle_release=idle_release,
+                )
             )
 
         def build(self, build_inputs: list[Any]) -> list[Any]:
@@ -116,7 +144,8 @@ def _builder_class() -> type:
                 )
                 for build_input in build_inputs
             ]
-            return [_result(task, self.timeout_sec) for task in self.pool.map(_worker_func, tasks)]
+            results = self.pool.map(_worker_func, tasks, timeout=self.timeout_sec)
+            return [_result(task, self.timeout_sec) for task in results]
 
         def close(self) -> None:
             """End every worker now (they also end with this process)."""
@@ -136,6 +165,7 @@ def Builder(  # a function: the class itself needs TVM to exist
     initializer: Callable[[], None] | None = None,
     max_uses: int | None = MAX_USES,
     max_rss_mib: float | None = MAX_RSS_MIB,
+    memory_limit_mib: float | None = MEMORY_LIMIT_MIB,
     idle_release: float | None = IDLE_RELEASE,
     start_timeout: float | None = START_TIMEOUT,
     register: bool = True,
@@ -145,15 +175,18 @@ def Builder(  # a function: the class itself needs TVM to exist
 
     ``max_workers``, ``timeout_sec``, ``f_build``, ``f_export`` and ``initializer`` are
     ``LocalBuilder``'s (``max_workers``: the CPU count). The workers start now, so they are
-    warm by the first batch; ``timeout_sec`` counts a candidate's own build only. A
-    worker is replaced when it times out or dies (only its candidate fails), recycled
-    after ``max_uses`` builds or past ``max_rss_mib`` MiB resident, and ended after
-    ``idle_release`` seconds without a batch (``None`` disables each). A worker not ready
-    ``start_timeout`` seconds after it starts (TVM's imports take 13-20 s of CPU) is
+    warm by the first batch: TVM and its tensor intrinsics are imported once, in a template
+    process the workers are forked from (or in each worker, where forking is not safe),
+    never inside a candidate's timeout; ``timeout_sec`` counts a candidate's own build
+    only. A worker is replaced when it times out or dies (only its candidate fails),
+    recycled after ``max_uses`` builds or past ``max_rss_mib`` MiB resident after a
+    build, killed (its candidate failed) once it passes ``memory_limit_mib`` MiB while
+    it builds, and ended after ``idle_release`` seconds without a batch (``None``
+    disables each). Workers not ready ``start_timeout`` seconds after they start are
     killed and started again; the third in a row raises ``WorkerStartFailed``, as a
-    failing ``initializer`` does. ``register=False``
-    leaves TVM's own compile callback in place. ``builder.close()`` ends the workers at
-    once; they end with this process anyway. Needs TVM.
+    failing ``initializer`` does. ``register=False`` leaves TVM's own compile callback in
+    place. ``builder.close()`` ends the workers at once; they end with this process
+    anyway. Needs TVM.
     """
     return _builder_class()(
         max_workers=max_workers,
@@ -163,6 +196,7 @@ def Builder(  # a function: the class itself needs TVM to exist
         initializer=initializer,
         max_uses=max_uses,
         max_rss_mib=max_rss_mib,
+        memory_limit_mib=memory_limit_mib,
         idle_release=idle_release,
         start_timeout=start_timeout,
         register=register,

@@ -363,7 +363,7 @@ class Soak:
                     if kind == "nvcc":
                         hit = child.name() in NVCC_TOOLS
                     else:
-                        hit = "_nvrtc_worker" in " ".join(child.cmdline())
+                        hit = child.name() == "acw-nvrtc"
                     if hit:
                         found.append(child)
         return found

@@ -119,7 +119,7 @@ class Sampler:
             engine = set()
             for child in me.children():
                 try:
-                    if "_nvrtc_worker" in " ".join(child.cmdline()):
+                    if child.name() == "acw-nvrtc":
                         engine.add(child.pid)
                 except self.psutil.Error:  # gone, or a zombie
                     pass

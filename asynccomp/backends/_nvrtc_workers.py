@@ -1,0 +1,262 @@
+"""NVRTC in worker processes, so that NVRTC front ends run in parallel: :class:`NvrtcWorkers`,
+on the process kernel (:class:`asynccomp.workers.WorkerPool`).
+
+Workers are forked from a template that loaded NVRTC and compiled a small program once
+(:data:`~.nvrtc.WARMUP_SOURCE`), so a new worker's first compile is a warm one. They start
+on demand (a job that finds no idle worker starts one while fewer than ``size`` exist) or
+all at once for :meth:`NvrtcWorkers.warm_up`, and live as long as the backend.
+
+Faults stay with their job: a worker that died idle never received the next job (it
+goes to another); one that dies compiling fails only its job (``crashed``, naming how it
+died); a job past its timeout is stopped by NVRTC's flow callback in the worker, and its
+worker is killed :data:`KILL_GRACE` seconds later if NVRTC has not stopped; a cancelled
+job is cancelled in its worker, which is kept if it stops within :data:`CANCEL_GRACE`.
+
+**Files.** Every worker gets a folder of its own as ``$TMPDIR`` (:mod:`._nvrtc_files`),
+where NVRTC writes its automatic precompiled headers; it is removed whenever the worker
+ends, and a backend removes the folders of engines that no longer run as it starts its
+first worker and as it closes.
+
+**Precompiled headers** (jobs rendered with ``-pch``): a PCH is usable only in the process
+that made it, so a job goes to an idle worker that holds the PCH for its header prefix and
+options (:func:`pch_key`, the worker's tag) when there is one, else to one holding none,
+else to any. Which PCH a worker holds is read from NVRTC's log; a worker that comes to hold
+more than :data:`MAX_PCH_PER_WORKER` is recycled after its job (its files go with it),
+which bounds the disk used at about ``workers x MAX_PCH_PER_WORKER x 450 MB``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from .._os import empty_folder
+from .._wakers import soon_caller
+from ..workers import PoolSettings, WorkerPool, cancel_event
+from ._base import BackendOutput, PreparedCompile
+from ._nvrtc_api import compile_prepared, uses_pch
+from ._nvrtc_files import existing_worker_folders_root, sweep_worker_folders, worker_folders_root
+
+__all__ = (
+    "CANCEL_GRACE",
+    "KILL_GRACE",
+    "MAX_PCH_PER_WORKER",
+    "NvrtcWorkers",
+    "header_prefix",
+    "pch_key",
+)
+
+logger = logging.getLogger("asynccomp")
+
+#: How long past its timeout a job may take to notice the flow callback before its
+#: worker is killed; how long a cancelled job's worker may take to stop.
+KILL_GRACE = 0.5
+CANCEL_GRACE = 0.5
+#: A worker holding more precompiled headers than this is recycled after its job.
+MAX_PCH_PER_WORKER = 2
+
+# What NVRTC's log says of a compile with -pch (NVRTC 12.8 to 13.5).
+_PCH_MADE = "creating precompiled header file"
+_PCH_USED = "using precompiled header file"
+
+#: The numbers of this process's worker folders, over every backend of the process.
+_FOLDER_NUMBERS = itertools.count()
+
+
+def header_prefix(source: str) -> str:
+    """The source's leading preprocessor lines (with blank and ``//`` comment lines): the
+    part an automatic precompiled header covers (NVRTC stops at the first other token).
+
+    >>> header_prefix('#include <a.h>\\n\\n// x\\n#include <b.h>\\nint k;\\n#include <c.h>\\n')
+    '#include <a.h>\\n\\n// x\\n#include <b.h>\\n'
+    """
+    end = 0
+    continued = False
+    for line in source.splitlines(keepends=True):
+        text = line.strip()
+        if not (continued or not text or text.startswith(("#", "//"))):
+            break
+        continued = text.endswith("\\")
+        end += len(line)
+    return source[:end]
+
+
+def pch_key(prepared: PreparedCompile) -> str | None:
+    """Which precompiled header a compile needs: its options and header prefix (NVRTC
+    makes a new PCH when either differs); ``None`` for a compile without ``-pch``. The
+    program name does not matter (NVRTC reuses a PCH across names: checked)."""
+    if prepared.backend != "nvrtc" or not uses_pch(prepared.options):
+        return None
+    digest = hashlib.sha256()
+    for option in prepared.options:
+        digest.update(option.encode("utf-8", "surrogateescape") + b"\0")
+    digest.update(header_prefix(prepared.source).encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()[:20]
+
+
+def worker_python() -> str:
+    """The interpreter the workers run: this process's."""
+    return sys.executable
+
+
+def _warm(warmup: PreparedCompile | None) -> None:
+    """The template's initializer: NVRTC loaded, and run once."""
+    if warmup is None:
+        from cuda.bindings import nvrtc  # noqa: F401 - loaded once, for every worker
+
+        return
+    out = compile_prepared(warmup)
+    if out.status != "ok":
+        logger.warning("asynccomp: NVRTC warm-up failed: %s", out.message)
+
+
+def _compile(prepared: PreparedCompile) -> BackendOutput:
+    """A task: one compile, stopped early when its pool cancels it."""
+    try:
+        return compile_prepared(prepared, cancel_event())
+    except Exception as exc:  # report, don't die: the parent maps it to a failure
+        return BackendOutput("internal", None, "", f"NVRTC worker error: {exc!r}")
+
+
+class NvrtcWorkers:
+    """Up to ``size`` NVRTC worker processes (see the module's doc)."""
+
+    def __init__(self, size: int, warmup: PreparedCompile | None = None) -> None:
+        self.size = size
+        self._warmup = warmup
+        self._root: Path | None = None  # made, and swept, at the first start
+        self._pch = {"created": 0, "reused": 0, "not_made": 0, "retired": 0}
+        self._pool: WorkerPool | None = None  # made at the first need
+        self._watchers: list[Callable[[], None]] = []
+
+    @property
+    def pool(self) -> WorkerPool:
+        if self._pool is None:
+            self._pool = WorkerPool(self._settings())
+            for watcher in self._watchers:
+                self._pool.watch(watcher)
+        return self._pool
+
+    def _settings(self) -> PoolSettings:
+        return PoolSettings(
+            "nvrtc",
+            self.size,
+            initializers=[functools.partial(_warm, self._warmup)],
+            eager=False,
+            start_timeout=60.0,
+            cancel_grace=CANCEL_GRACE,
+            folder=self._new_folder,
+            # Nothing to find there: a quoted #include reads the caller's folder, which
+            # every job names (see with_caller_folders), never this one's.
+            cwd=empty_folder(),
+            python=worker_python(),
+        )
+
+    def _new_folder(self) -> Path:
+        """A fresh folder for one worker (the first also sweeps stale ones)."""
+        if self._root is None:
+            self._root = worker_folders_root()
+            _sweep(self._root)
+        while True:
+            folder = self._root / f"{os.getpid()}-{next(_FOLDER_NUMBERS)}"
+            try:
+                folder.mkdir(0o700)
+            except FileExistsError:  # left by an ended process that had this pid
+                continue
+            return folder
+
+    def worker_pids(self) -> list[int]:
+        return [] if self._pool is None else self._pool.pids()
+
+    def worker_folders(self) -> dict[int, Path]:
+        """Each live worker's folder (its ``$TMPDIR``, where its PCH files are)."""
+        return {} if self._pool is None else self._pool.folders()
+
+    def pch_holders(self) -> dict[int, tuple[str, ...]]:
+        """The precompiled headers (:func:`pch_key`) each live worker holds."""
+        return {} if self._pool is None else self._pool.tags()
+
+    def pch_counts(self) -> dict[str, int]:
+        """Compiles with ``-pch`` that made a PCH (``created``), used one (``reused``),
+        or neither (``not_made``: NVRTC declined, e.g. a ``#line`` in the prefix), and
+        workers retired for holding too many (``retired``)."""
+        return dict(self._pch)
+
+    def watch(self, changed: Callable[[], None]) -> None:
+        """Call ``changed()`` on this event loop when workers start or end."""
+        call_soon = soon_caller()
+        self._watchers.append(lambda: call_soon(changed))
+        if self._pool is not None:
+            self._pool.watch(self._watchers[-1])
+
+    async def warm_up(self) -> int:
+        """Start every worker now and wait until they are ready; how many are alive. A
+        failed start is logged, not raised: jobs report it if it happens again."""
+        try:
+            await self.pool.ready()
+        except Exception as exc:
+            logger.warning("asynccomp: NVRTC workers did not start: %s", exc)
+        return len(self.pool.pids())
+
+    async def run(self, prepared: PreparedCompile) -> BackendOutput:
+        """Compile on a worker; see the module's doc for what happens on faults."""
+        key = pch_key(prepared)
+        limit = None if prepared.timeout is None else prepared.timeout + KILL_GRACE
+        task = await self.pool.run(_compile, prepared, timeout=limit, affinity=key)
+        if task.outcome == "done":
+            out: BackendOutput = task.value
+            if key is not None and task.pid is not None:
+                self._note_pch(task.pid, key, out)
+            return out
+        if task.outcome == "timeout":
+            return BackendOutput(
+                "timeout", None, "", "NVRTC did not stop at the timeout; worker killed"
+            )
+        if task.outcome == "start_failed":
+            return BackendOutput(
+                "crashed", None, "", f"no NVRTC worker could be started: {task.value}"
+            )
+        if task.outcome == "error":
+            return BackendOutput("internal", None, "", f"NVRTC worker error: {task.value!r}")
+        return BackendOutput("crashed", None, "", f"{task.value} while compiling")
+
+    def _note_pch(self, pid: int, key: str, out: BackendOutput) -> None:
+        """Record which PCH worker ``pid`` holds after a job (retired past the bound)."""
+        if out.status not in ("ok", "failed"):
+            return
+        if _PCH_MADE in out.log:
+            self._pch["created"] += 1
+        elif _PCH_USED in out.log:
+            self._pch["reused"] += 1
+        else:
+            self._pch["not_made"] += 1
+            return
+        if self.pool.tag(pid, key, retire_over=MAX_PCH_PER_WORKER) == "retired":
+            self._pch["retired"] += 1
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            await anyio.to_thread.run_sync(self._pool.close)
+        # Again at close: an engine that started no worker after one was killed (a
+        # compile server restarted, then serving cache hits only) left that one's
+        # folders, precompiled headers of hundreds of MB, for whoever came next.
+        with anyio.CancelScope(shield=True):
+            root = self._root or await anyio.to_thread.run_sync(existing_worker_folders_root)
+            if root is not None:
+                await anyio.to_thread.run_sync(_sweep, root)
+
+
+def _sweep(root: Path) -> None:
+    """Blocking: remove the folders of engines that are no longer running."""
+    swept = sweep_worker_folders(root)
+    if swept:
+        logger.info("asynccomp: removed %d stale NVRTC worker folders", len(swept))

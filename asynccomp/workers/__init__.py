@@ -1,0 +1,37 @@
+"""The process-worker kernel: one pool of worker processes under every client that
+needs processes (NVRTC's front end is serialized per process; TVM's and TileLang's
+Python holds the interpreter lock; nvJitLink and Triton's C++ cannot be stopped
+from another thread).
+
+- :class:`WorkerPool` runs ``fn(*args)`` tasks on worker processes, for async
+  (:meth:`WorkerPool.run`) and blocking (:meth:`WorkerPool.submit`,
+  :meth:`WorkerPool.map`) callers alike, with per-task futures, timeouts, cancellation
+  that stops the task in its worker (or kills and replaces the worker), recycling by
+  count and memory, a memory limit while a task runs, and idle release.
+- Workers are forked from a warm template process that ran the pool's initializers
+  once (imports of seconds: TVM, TileLang; NVRTC loaded and run once), or spawned
+  where forking is not safe (:mod:`._template`).
+- One frame codec (:mod:`._frames`), one watch that makes every process die with its
+  owner whichever thread started it (:mod:`._watch`), one worker loop
+  (:mod:`._child`).
+
+A task that can stop early watches :func:`cancel_event`.
+"""
+
+from __future__ import annotations
+
+from ._child import cancel_event
+from ._core import describe_exit
+from ._pool import TaskHandle, WorkerPool
+from ._settings import Outcome, PoolSettings, PoolStatistics, TaskResult
+
+__all__ = (
+    "Outcome",
+    "PoolSettings",
+    "PoolStatistics",
+    "TaskHandle",
+    "TaskResult",
+    "WorkerPool",
+    "cancel_event",
+    "describe_exit",
+)
