@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +27,9 @@ from asynccomp.cache._tiered import TieredCache
 from asynccomp.cache._tiers import DiskTier, MemoryTier, Tier, TierKind
 
 from .kernels import ARCH
+from .redis_server import team_key
+
+__all__ = ("team_key",)
 
 KEY = "cd" * 32
 
@@ -181,3 +185,79 @@ async def test_a_failure_to_record_a_compile_costs_its_entry_not_its_result(
         stores = engine.cache.stats.as_dict()["stores"]
     assert first.ok and second.ok and not second.cached, (first.error, second.error)
     assert stores == 0 and "recording 'k.cu' for the cache failed" in caplog.text
+
+
+@pytest.mark.parametrize("call", ["get_many", "put_many"])
+async def test_a_tier_that_raises_costs_no_result(
+    call: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """N6: a tier that raises (a bug in a tier, a store answering what nobody expected)
+    on its reads, backfills or writes (the slower tiers are written after the requests
+    are answered) is a miss or a write not kept: every result of the call arrives, the
+    failure is counted and logged once."""
+
+    async def broken(self: DiskTier, *args: object, **kwargs: object) -> object:
+        raise RuntimeError(f"a bug in the disk tier's {call}")
+
+    jobs = [CompileJob(f'extern "C" __global__ void k{i}() {{}}', name=f"k{i}") for i in range(3)]
+    async with Engine(arch=ARCH, cache_dir=tmp_path / "cache", nvrtc_mode="threads") as engine:
+        monkeypatch.setattr(DiskTier, call, broken)
+        first = await engine.compile_many(jobs)
+        again = await engine.compile_many(jobs)  # memory hits: no tier is needed
+        cache = engine.cache
+        assert cache is not None
+        errors = cache.stats.tier_errors
+    assert all(r.ok for r in first + again), [str(r.error) for r in first + again]
+    assert errors >= 1
+    logged = [r for r in caplog.records if f"disk tier's {call}" in r.getMessage()]
+    assert len(logged) == 1, [r.getMessage() for r in caplog.records]
+
+
+async def test_a_remote_that_answers_garbage_or_stalls_costs_no_result(
+    tmp_path: Path, team_key: str
+) -> None:
+    """A real misbehaving remote: a TCP server at the Redis URL that answers nonsense to
+    half the connections and nothing at all to the others. Every result arrives."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    connections: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            connections.append(conn)
+            if len(connections) % 2:
+                threading.Thread(target=_answer_garbage, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    jobs = [CompileJob(f'extern "C" __global__ void g{i}() {{}}', name=f"g{i}") for i in range(4)]
+    try:
+        with pytest.warns(Warning, match="not usable"):
+            async with Engine(
+                arch=ARCH,
+                cache_dir=tmp_path / "cache",
+                remote_cache=f"redis://127.0.0.1:{port}",
+                nvrtc_mode="threads",
+            ) as engine:
+                results = await engine.compile_many(jobs)
+    finally:
+        listener.close()
+        for conn in connections:
+            conn.close()
+    assert all(r.ok for r in results), [str(r.error) for r in results]
+
+
+def _answer_garbage(conn: socket.socket) -> None:
+    try:
+        while conn.recv(65536):
+            conn.sendall(b"*2\r\n$-9\r\n:what\r\n")
+    except OSError:
+        pass

@@ -606,7 +606,7 @@ def test_a_lowering_batch_shut_down_early_stops_its_configs(
     waiting for every config; the pool serves the next batch."""
     from asynccomp.tilelang import _pool
 
-    monkeypatch.setattr(_pool, "_lower", warm_tasks.first_task_hangs_two)
+    monkeypatch.setattr(_pool, "_lower", warm_tasks.lowering_hangs)
     workers = pool_of(2, cancel_grace=0.2)
     finished: list[object] = []
     recipe: Any = str(gate)  # the stand-in task's argument, in place of a packed recipe
@@ -614,11 +614,16 @@ def test_a_lowering_batch_shut_down_early_stops_its_configs(
     try:
         batch = _pool.Batch(workers, units, finishers=1)
         claimed(gate, start)
+        deadline = time.monotonic() + start
+        while workers.statistics().busy < 2:  # two configs lowering, two waiting
+            assert time.monotonic() < deadline, "the configs did not start"
+            time.sleep(0.05)
+        hung = workers.pids()
         began = time.monotonic()
         batch.shutdown(wait=False)
         assert time.monotonic() - began < start
-        wait_gone([int((gate / "claimed").read_text())])
-        assert all(f.cancelled() or f.done() for f in batch.futures)
+        wait_gone(hung)  # both running configs were stopped in their workers
+        assert all(f.cancelled() for f in batch.futures)
         assert not finished  # no unit was finished after the shutdown
         [after] = within(4 * start, lambda: workers.map(warm_tasks.pid, [()]), "map")
         assert after.outcome == "done"

@@ -143,10 +143,12 @@ def first_task_hangs(gate: str) -> int:
     return os.getpid()
 
 
-def first_task_hangs_two(gate: str, _path: object) -> int:
-    """:func:`first_task_hangs` with a second argument (TileLang's lowering task takes
-    its recipe and the parent's import path)."""
-    return first_task_hangs(gate)
+def lowering_hangs(gate: str, _path: object) -> int:
+    """A stand-in for TileLang's lowering task (its recipe and the parent's import
+    path): every one hangs until ``gate/open`` exists; the first writes ``gate/claimed``."""
+    _claim(Path(gate))
+    _wait_open(Path(gate))
+    return os.getpid()
 
 
 def claimed(gate: Path, within: float) -> int:

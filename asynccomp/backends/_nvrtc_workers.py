@@ -1,10 +1,11 @@
 """NVRTC in worker processes, so that NVRTC front ends run in parallel: :class:`NvrtcWorkers`,
 on the process kernel (:class:`asynccomp.workers.WorkerPool`).
 
-Workers are forked from a template that loaded NVRTC and compiled a small program once
-(:data:`~.nvrtc.WARMUP_SOURCE`), so a new worker's first compile is a warm one. They start
+Workers are forked from a template that loaded NVRTC and compiled a tiny program once (no
+headers: tens of milliseconds), so no worker loads NVRTC or its builtins again. They start
 on demand (a job that finds no idle worker starts one while fewer than ``size`` exist) or
-all at once for :meth:`NvrtcWorkers.warm_up`, and live as long as the backend.
+all at once for :meth:`NvrtcWorkers.warm_up`, which also compiles the warm-up program
+(:data:`~.nvrtc.WARMUP_SOURCE`, common headers) in each, and live as long as the backend.
 
 Faults stay with their job: a worker that died idle never received the next job (it
 goes to another); one that dies compiling fails only its job (``crashed``, naming how it
@@ -27,6 +28,7 @@ which bounds the disk used at about ``workers x MAX_PCH_PER_WORKER x 450 MB``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -108,15 +110,18 @@ def worker_python() -> str:
     return sys.executable
 
 
-def _warm(warmup: PreparedCompile | None) -> None:
-    """The template's initializer: NVRTC loaded, and run once."""
+_TINY = 'extern "C" __global__ void asynccomp_load() {}\n'
+
+
+def _load(warmup: PreparedCompile | None) -> None:
+    """The template's initializer: NVRTC loaded, and run once on a tiny program (its
+    builtins loaded, its first-compile set-up done) for every worker forked after."""
     if warmup is None:
         from cuda.bindings import nvrtc  # noqa: F401 - loaded once, for every worker
 
         return
-    out = compile_prepared(warmup)
-    if out.status != "ok":
-        logger.warning("asynccomp: NVRTC warm-up failed: %s", out.message)
+    tiny = dataclasses.replace(warmup, source=_TINY, filename="asynccomp_load.cu")
+    compile_prepared(tiny)
 
 
 def _compile(prepared: PreparedCompile) -> BackendOutput:
@@ -150,7 +155,7 @@ class NvrtcWorkers:
         return PoolSettings(
             "nvrtc",
             self.size,
-            initializers=[functools.partial(_warm, self._warmup)],
+            initializers=[functools.partial(_load, self._warmup)],
             eager=False,
             start_timeout=60.0,
             cancel_grace=CANCEL_GRACE,
@@ -199,13 +204,25 @@ class NvrtcWorkers:
             self._pool.watch(self._watchers[-1])
 
     async def warm_up(self) -> int:
-        """Start every worker now and wait until they are ready; how many are alive. A
-        failed start is logged, not raised: jobs report it if it happens again."""
+        """Start every worker now and compile the warm-up program in each idle one; how
+        many are alive. A failed start is logged, not raised: jobs report it if it
+        happens again."""
         try:
             await self.pool.ready()
         except Exception as exc:
             logger.warning("asynccomp: NVRTC workers did not start: %s", exc)
+            return len(self.pool.pids())
+        if self._warmup is not None:
+            warmup = self._warmup
+            async with anyio.create_task_group() as tg:
+                for _ in range(self.pool.statistics().alive - self.pool.statistics().busy):
+                    tg.start_soon(self._warm_one, warmup)
         return len(self.pool.pids())
+
+    async def _warm_one(self, warmup: PreparedCompile) -> None:
+        out = await self.run(warmup)
+        if out.status != "ok":
+            logger.warning("asynccomp: NVRTC warm-up failed: %s", out.message)
 
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
         """Compile on a worker; see the module's doc for what happens on faults."""

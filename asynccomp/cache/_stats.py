@@ -32,6 +32,7 @@ class CacheStats:
     remote_stores: int = 0
     remote_errors: int = 0
     forged: int = 0  # remote entries that failed authentication (counted as misses too)
+    tier_errors: int = 0  # calls into a tier that raised (a miss, or a write not kept)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _save_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     # What :meth:`save` has added to the folder's totals already.

@@ -22,6 +22,13 @@ then writes it to the slower ones. Failures are not cached unless ``cache_failur
 The statistics (:class:`~._stats.CacheStats`) add up: every key looked up is a hit of
 one tier or a miss; ``stale`` counts the lookups that found an entry whose
 dependencies had changed.
+
+Every call into a tier (reads, dependency checks, backfills, writes before and after the
+requests are answered) goes through one guard, :meth:`TieredCache._guarded`: a tier that
+raises (a bug in a tier of one's own, a store answering what nobody expected) costs that
+call its answer (a miss, a write not kept), is logged once per tier and kind of call and
+counted (``tier_errors``), and never ends a lookup or a compile: every result of the
+call arrives.
 """
 
 from __future__ import annotations
@@ -30,9 +37,10 @@ import abc
 import contextlib
 import logging
 import warnings
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import anyio.abc
@@ -58,6 +66,7 @@ from ._tiers import DiskTier, MemoryTier, Tier
 __all__ = ("Cache", "NoCache", "TieredCache", "open_cache")
 
 logger = logging.getLogger("asynccomp")
+T = TypeVar("T")
 
 
 class Cache(abc.ABC):
@@ -142,8 +151,29 @@ class TieredCache(Cache):
         self.cache_failures = cache_failures
         self._keys = keys
         self._roots = list(roots)
+        self._failed: set[tuple[str, str]] = set()  # (tier, call) already logged
         #: The lookups' own threads.
         self.pools = Lookups()
+
+    async def _guarded(self, tier: str, call: str, work: Awaitable[T], otherwise: T) -> T:
+        """``await work``, or ``otherwise`` if it raises (cancellation propagates): the
+        one boundary between the cache and its tiers (see the module's doc)."""
+        try:
+            return await work
+        except Exception as exc:
+            self.stats.add(tier_errors=1)
+            if (tier, call) not in self._failed:
+                self._failed.add((tier, call))
+                logger.warning(
+                    "asynccomp: the %s cache tier failed a %s (%s: %s); it counts as a miss "
+                    "or a write not kept, and the compiles go on (logged once)",
+                    tier,
+                    call,
+                    type(exc).__name__,
+                    exc,
+                    exc_info=exc,
+                )
+            return otherwise
 
     # -- what the cache is made of (reports, tests) ---------------------------------------
 
@@ -187,7 +217,15 @@ class TieredCache(Cache):
                 ask = [i for i in asking if i not in entries and first[i] <= t]
                 if not ask:
                     continue
-                answers = await tier.get_many([keys[i].digest for i in ask], self.pools, deadline)
+                digests = [keys[i].digest for i in ask]
+                answers = await self._guarded(
+                    tier.kind,
+                    "lookup",
+                    tier.get_many(digests, self.pools, deadline),
+                    [None] * len(ask),
+                )
+                if len(answers) != len(ask):  # a tier answering other keys: all misses
+                    answers = [None] * len(ask)
                 for i, entry in zip(ask, answers, strict=True):
                     if entry is not None:
                         entries[i], source[i] = entry, t
@@ -224,9 +262,11 @@ class TieredCache(Cache):
         if not checks:
             return {}
         checks.sort(key=lambda i: check_cost(entries[i]))
-        answers = await self.pools.each(
+        work = self.pools.each(
             "checks", _fresh, [(entries[i], keys[i].cwd) for i in checks], deadline=deadline
         )
+        unknown: list[bool | None] = [None] * len(checks)
+        answers = await self._guarded("dependency", "check", work, unknown)
         return dict(zip(checks, answers, strict=True))
 
     async def _backfill(
@@ -240,7 +280,7 @@ class TieredCache(Cache):
                 if entry is not None and s > t
             ]
             if slower:
-                await tier.put_many(slower)
+                await self._guarded(tier.kind, "backfill", tier.put_many(slower), None)
 
     @contextlib.asynccontextmanager
     async def store(
@@ -259,13 +299,14 @@ class TieredCache(Cache):
             entry = await self._entry(prepared, output, elapsed, started_ns, quote_folder)
         if entry is not None:
             assert key is not None
-            await self.tiers[0].put_many([(key.digest, entry)])
+            first = self.tiers[0]
+            await self._guarded(first.kind, "write", first.put_many([(key.digest, entry)]), None)
             self.stats.add(stores=1)
         yield
         if entry is not None:
             assert key is not None
             for tier in self.tiers[1:]:
-                await tier.put_many([(key.digest, entry)])
+                await self._guarded(tier.kind, "write", tier.put_many([(key.digest, entry)]), None)
 
     async def _entry(
         self,
