@@ -125,11 +125,14 @@ def test_sync_engine_runs_it_and_caches_it_under_its_identity(echo: Path, tmp_pa
 
 
 def test_the_server_runs_it_with_its_serve_j_count_and_describes_it(echo: Path) -> None:
-    with server_folder() as folder, running_server(folder, "-j", "echo=4") as (_, paths):
-        with SyncEngine(arch="sm_90a", server=str(paths.socket)) as engine:
-            result = engine.compile(CompileJob("served", backend="echo", arch="sm_90a"))
-            slots = dict(engine.slots)
-            welcome = engine.toolkit.described("echo")
+    with (
+        server_folder() as folder,
+        running_server(folder, "-j", "echo=4") as (_, paths),
+        SyncEngine(arch="sm_90a", server=str(paths.socket)) as engine,
+    ):
+        result = engine.compile(CompileJob("served", backend="echo", arch="sm_90a"))
+        slots = dict(engine.slots)
+        welcome = engine.toolkit.described("echo")
     assert result.ok and result.binary == _echoed("served", 4)
     assert slots["echo"] == 4
     # What the server's backend said of its compiler came in the welcome.
