@@ -162,7 +162,7 @@ def test_the_command_line_compiles_its_files_with_j_for_it(echo: Path, tmp_path:
             str(report),
             "--out",
             str(tmp_path / "out"),
-        ],  # fmt: skip
+        ],
         capture_output=True,
         text=True,
         timeout=240,
@@ -194,7 +194,7 @@ def test_j_takes_every_backend_ptx_included(tmp_path: Path) -> None:
             "2",
             "--no-server",
             "--no-cache",
-        ],  # fmt: skip
+        ],
         capture_output=True,
         text=True,
         timeout=240,
