@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
@@ -232,6 +232,11 @@ class SyncEngine:
         """Where the compiles run (``"in process"``, ``"on the compile server (pid
         N)"``, ``"on Ray at ADDRESS"``)."""
         return self.engine.where
+
+    @property
+    def slots(self) -> Mapping[str, int]:
+        """How many compiles of each backend run at once (a compile server's own)."""
+        return self.engine.slots
 
 
 class SyncResults:

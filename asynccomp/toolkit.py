@@ -29,10 +29,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._include_identity import include_identity
+
+if TYPE_CHECKING:
+    from .backends import CompilerInfo
 
 __all__ = (
     "Toolkit",
@@ -69,6 +73,13 @@ class Toolkit:
     #: they could not be asked.
     nvrtc_archs: tuple[int, ...] = ()
     nvcc_archs: tuple[int, ...] = ()
+    #: Each registered backend's description of its compiler here (name, info), as it
+    #: probed it when the toolkit was found (a compile server's, from its welcome).
+    compilers: tuple[tuple[str, CompilerInfo], ...] = ()
+
+    def described(self, backend: str) -> CompilerInfo | None:
+        """Backend ``backend``'s description of its compiler here, if it was made."""
+        return next((info for name, info in self.compilers if name == backend), None)
 
     def describe(self) -> str:
         """A human-readable report (``asynccomp doctor`` prints it)."""
@@ -271,7 +282,7 @@ def discover_toolkit(
     roots = DEFAULT_ROOTS if default_roots is None else default_roots
     found = _locate(env, roots, use_wheels)
     nvrtc_version, nvrtc_library, nvrtc_error = _nvrtc()
-    return Toolkit(
+    toolkit = Toolkit(
         nvcc=found.nvcc,
         nvcc_version=tool_version(found.nvcc, last_line=True) if found.nvcc is not None else None,
         cuda_root=found.cuda_root,
@@ -283,6 +294,9 @@ def discover_toolkit(
         nvrtc_archs=_nvrtc_archs() if nvrtc_version is not None else (),
         nvcc_archs=_nvcc_archs(found.nvcc) if found.nvcc is not None else (),
     )
+    from .backends import describe_compilers  # each backend probes its own compiler
+
+    return replace(toolkit, compilers=describe_compilers(toolkit))
 
 
 def _stat_of(path: Path | None) -> list[object]:
@@ -317,8 +331,14 @@ def locate_toolkit() -> ToolkitLocation:
     return _locate(os.environ, DEFAULT_ROOTS, True)
 
 
-@functools.cache
 def toolkit_fingerprint() -> str:
+    """See :func:`_fingerprint` (the registered backends read now: one's own may be
+    registered later in the process)."""
+    return _fingerprint(os.environ.get("ASYNCCOMP_BACKENDS", ""))
+
+
+@functools.cache
+def _fingerprint(backends: str) -> str:
     """A cheap sha256 of what decides which toolkit this process would compile with:
     nvcc's file, the include folders and their fingerprint, the NVRTC and header wheels
     installed, and the variables the search reads. Nothing is run or loaded (unlike
@@ -335,9 +355,18 @@ def toolkit_fingerprint() -> str:
         ),
         [os.environ.get(v) for v in ("CUDA_PATH", "CUDA_HOME", "LD_LIBRARY_PATH")],
         sys.prefix,
+        _backend_fingerprints(),
     ]
     encoded = json.dumps(parts, sort_keys=True, default=str).encode()
     return hashlib.sha256(encoded).hexdigest()
+
+
+def _backend_fingerprints() -> list[object]:
+    """Each registered backend's own cheap fingerprint of its compiler (nvJitLink's
+    package, say): a server compiles with the compilers of the processes that use it."""
+    from .backends import backend_class, backend_names
+
+    return [[name, backend_class(name).fingerprint()] for name in backend_names()]
 
 
 @functools.cache

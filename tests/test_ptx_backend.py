@@ -216,3 +216,29 @@ def test_ptxas_work_folders_of_ended_processes_are_swept(tmp_path: Path) -> None
     mine.mkdir()
     assert sweep_work_folders(str(tmp_path)) == [left.name]
     assert not left.exists() and mine.exists()
+
+
+async def test_ptx_the_engine_writes_the_engine_assembles() -> None:
+    """NVRTC's PTX, then the ptx backend: where the toolkit's ptxas is older than NVRTC
+    (the pip wheel's NVRTC beside a system toolkit), it either assembles it or fails with
+    one line naming both versions and the backend that works, which then does."""
+    from asynccomp.backends import compiler_info
+
+    source = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n'
+    async with Engine(arch=ARCH, cache=False) as engine:
+        ptx = await engine.compile(CompileJob(source, name="k", output="ptx"))
+        assert ptx.ok and ptx.binary is not None, ptx.error
+        text = ptx.binary.decode()
+        assembled = await engine.compile(CompileJob(text, name="k", backend="ptx"))
+        if assembled.ok:
+            return  # this toolkit's ptxas reads what this NVRTC writes
+        message = str(assembled.error).splitlines()[0]
+        written = re.search(r"^\s*\.version\s+(\S+)", text, re.M)
+        assert written is not None
+        assert f".version {written.group(1)}" in message and "reads up to" in message
+        if compiler_info("nvjitlink", engine.toolkit).version is None:
+            assert "pip install nvidia-nvjitlink" in message
+            return
+        assert "--backend nvjitlink" in message
+        linked = await engine.compile(CompileJob(text, name="k", backend="nvjitlink"))
+        assert linked.ok, linked.error

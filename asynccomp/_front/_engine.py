@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -71,6 +71,9 @@ class Engine(EngineView):
             start as jobs need them: never more than the most jobs in flight at once.
         nvcc_workers: nvcc subprocesses at once (default: one per CPU; capped at one per
             512 MiB of available memory the same way).
+        workers: compiles at once of every backend (an int), or of some by name
+            (``{"ptx": 2, "nvjitlink": 4}``; a backend of one's own too), capped by
+            memory the same way; ``nvrtc_workers``/``nvcc_workers`` win over an int.
         nvrtc_mode: ``"processes"`` (long-lived worker processes: NVRTC front ends run in
             parallel), ``"threads"`` (in this process: only NVRTC's back end overlaps), or
             ``"auto"`` (the default): processes when more than one NVRTC worker is allowed.
@@ -153,6 +156,7 @@ class Engine(EngineView):
         nvcc_workers: int | None = _WORKERS.nvcc_workers,
         *,
         nvrtc_mode: NvrtcModeSetting = _WORKERS.nvrtc_mode,
+        workers: int | Mapping[str, int] | None = _WORKERS.workers,
         tvm_fast_path: bool = _JOB.tvm_fast_path,
         toolkit: Toolkit | None = None,
         dump_dir: str | os.PathLike[str] | None = _JOB.dump_dir,

@@ -24,6 +24,7 @@ from ..backends import (
     arch_supported,
     backend_class,
     backend_names,
+    compiler_info,
 )
 from ..cache import (
     RemoteCache,
@@ -70,15 +71,14 @@ def check_arch(
     """Raise :class:`~asynccomp.InvalidJob` if ``backend``'s compiler in ``toolkit``
     does not take ``arch``; ``what`` says whose architecture it is (``setting``: the
     engine's, a :class:`~asynccomp.SettingsError`)."""
-    cls = backend_class(backend)
-    known = cls.archs(toolkit)
+    info = compiler_info(backend, toolkit)
+    known = info.archs
     if not arch_supported(known, arch):
         listed = ", ".join(f"sm_{n}" for n in sorted(known))
         raise (SettingsError if setting else InvalidJob)(
             "arch",
             arch,
-            f"{backend} ({cls.version(toolkit)}) supports {listed} "
-            f"(a: 90 and up; f: 100 and up); {what}",
+            f"{backend} ({info.version}) supports {listed} (a: 90 and up; f: 100 and up); {what}",
         )
 
 
@@ -285,9 +285,9 @@ def local_workers(settings: WorkerSettings, arch: str | None) -> dict[str, Backe
     for name in backend_names():
         cls = backend_class(name)
         setting = cls.workers_setting
-        requested = None if setting is None else getattr(settings, setting)
+        requested = settings.count(name, setting)
         count = _limits.worker_count(
-            setting or f"{name} workers", requested, cls.worker_memory, cls.worker_noun
+            setting or f"workers[{name!r}]", requested, cls.worker_memory, cls.worker_noun
         )
         asked = "threads" if cls.mode_setting is None else getattr(settings, cls.mode_setting)
         processes = asked == "processes" or (asked == "auto" and count > 1)

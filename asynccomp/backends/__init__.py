@@ -29,10 +29,13 @@ from typing import TYPE_CHECKING
 
 from ._registry import (
     BACKENDS,
+    BACKENDS_ENV,
     arch_supported,
     backend_class,
     backend_names,
+    compiler_info,
     compiler_versions,
+    describe_compilers,
     key_identities,
 )
 
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
         BackendOutput,
         BackendSettings,
         CompilerBackend,
+        CompilerInfo,
         PreparedCompile,
     )
     from .nvcc import NvccBackend
@@ -51,10 +55,12 @@ if TYPE_CHECKING:
 
 __all__ = (
     "BACKENDS",
+    "BACKENDS_ENV",
     "BackendOptions",
     "BackendOutput",
     "BackendSettings",
     "CompilerBackend",
+    "CompilerInfo",
     "NvJitLinkBackend",
     "NvccBackend",
     "NvrtcBackend",
@@ -63,7 +69,9 @@ __all__ = (
     "arch_supported",
     "backend_class",
     "backend_names",
+    "compiler_info",
     "compiler_versions",
+    "describe_compilers",
     "key_identities",
 )
 
@@ -72,6 +80,7 @@ _LAZY = {
     "BackendOutput": "._base",
     "BackendSettings": "._base",
     "CompilerBackend": "._base",
+    "CompilerInfo": "._base",
     "PreparedCompile": "._base",
     "NvccBackend": ".nvcc",
     "NvJitLinkBackend": ".nvjitlink",

@@ -37,6 +37,7 @@ from ..job import CompileJob, OutputFormat
 from ..toolkit import Toolkit
 
 __all__ = (
+    "CompilerInfo",
     "BackendOptions",
     "BackendOutput",
     "BackendSettings",
@@ -226,6 +227,57 @@ class BackendOutput:
 
 
 @dataclass(frozen=True)
+class CompilerInfo:
+    """What a backend says of its compiler in a toolkit (:meth:`CompilerBackend.describe`),
+    as reports, cache keys and a compile server's welcome carry it.
+
+    Attributes:
+        version: its version (``None``: not found here).
+        path: the program or library it runs.
+        identity: what every cache key of its compiles hashes (name, version, path).
+        headers: the header folders it reads (their fingerprint is hashed too).
+        archs: the architecture numbers it takes (empty: unknown).
+        runs: where its compiles run (``"worker processes"``, ``"subprocesses"``...).
+    """
+
+    version: str | None
+    path: str | None
+    identity: str
+    headers: tuple[str, ...] = ()
+    archs: tuple[int, ...] = ()
+    runs: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "version": self.version,
+            "path": self.path,
+            "identity": self.identity,
+            "headers": list(self.headers),
+            "archs": list(self.archs),
+            "runs": self.runs,
+        }
+
+    @classmethod
+    def from_json(cls, fields: dict[str, object]) -> CompilerInfo:
+        """One from :meth:`to_json`'s fields (``ValueError`` if they are not)."""
+        version, path = fields.get("version"), fields.get("path")
+        identity, runs = fields.get("identity"), fields.get("runs")
+        headers, archs = fields.get("headers"), fields.get("archs")
+        if not (
+            (version is None or isinstance(version, str))
+            and (path is None or isinstance(path, str))
+            and isinstance(identity, str)
+            and isinstance(runs, str)
+            and isinstance(headers, list)
+            and all(isinstance(h, str) for h in headers)
+            and isinstance(archs, list)
+            and all(isinstance(a, int) for a in archs)
+        ):
+            raise ValueError(f"not a compiler's description: {fields!r:.200}")
+        return cls(version, path, identity, tuple(headers), tuple(archs), runs)
+
+
+@dataclass(frozen=True)
 class BackendSettings:
     """How an engine, a compile server or a Ray actor runs a backend.
 
@@ -285,6 +337,8 @@ class CompilerBackend(abc.ABC):
     warms_up: ClassVar[bool] = False
     #: It takes ``CompileJob(pch=True)`` (NVRTC's automatic precompiled headers).
     takes_pch: ClassVar[bool] = False
+    #: Where its compiles run, for people (``CompilerInfo.runs``).
+    runs: ClassVar[str] = "subprocesses"
 
     def __init__(self, toolkit: Toolkit) -> None:
         self.toolkit = toolkit
@@ -312,6 +366,33 @@ class CompilerBackend(abc.ABC):
         """(its compiler's identity: name, version, library or program, the header
         folders it reads), hashed into every cache key of its compiles."""
         raise NotImplementedError(f"{cls.__name__} is not a registered backend")
+
+    @classmethod
+    def path(cls, toolkit: Toolkit) -> str | None:
+        """The program or library its compiler is (``None``: not found)."""
+        return None
+
+    @classmethod
+    def fingerprint(cls) -> list[object]:
+        """What would change its compiler, read cheaply (file names and sizes, package
+        versions: nothing run or loaded): part of the compile server's identity, so a
+        process finds the server of its own compilers. Default: nothing beyond the
+        toolkit's own fingerprint (nvcc, NVRTC, the headers)."""
+        return []
+
+    @classmethod
+    def describe(cls, toolkit: Toolkit) -> CompilerInfo:
+        """Its compiler in ``toolkit``, probed now (blocking: may run it or load it);
+        :func:`~asynccomp.backends.compiler_info` asks a toolkit's description first."""
+        identity, headers = cls.identity(toolkit)
+        return CompilerInfo(
+            version=cls.version(toolkit),
+            path=cls.path(toolkit),
+            identity=identity,
+            headers=tuple(str(h) for h in headers),
+            archs=cls.archs(toolkit),
+            runs=cls.runs,
+        )
 
     @classmethod
     def check_job(cls, job: CompileJob) -> None:

@@ -64,6 +64,11 @@ class ProgramBackend(CompilerBackend):
         # background (a temporary folder may hold many entries), never in a job's way.
         task_group.start_soon(_sweep)
 
+    def explain(self, prepared: PreparedCompile, log: str) -> str | None:
+        """A failure's message in the user's terms, when the tool's own needs one (a
+        refusal that is not the source's fault: it names what works instead)."""
+        return None
+
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
         # File work goes to threads: sources and fatbins run to megabytes, and the event
         # loop serves every other job meanwhile.
@@ -137,7 +142,8 @@ class ProgramBackend(CompilerBackend):
             if transient is not None:
                 message, cause = transient
                 return BackendOutput("internal", None, log, message, cause=cause)
-            return BackendOutput("failed", None, log, f"{self.tool} exited with status {code}")
+            why = self.explain(prepared, log) or f"{self.tool} exited with status {code}"
+            return BackendOutput("failed", None, log, why)
         try:
             binary, deps = await anyio.to_thread.run_sync(_read_output, workdir, prepared)
         except OSError as exc:

@@ -81,6 +81,10 @@ class NvccBackend(ProgramBackend):
         return toolkit.nvcc_version
 
     @classmethod
+    def path(cls, toolkit: Toolkit) -> str | None:
+        return None if toolkit.nvcc is None else str(toolkit.nvcc)
+
+    @classmethod
     def archs(cls, toolkit: Toolkit) -> tuple[int, ...]:
         return toolkit.nvcc_archs
 

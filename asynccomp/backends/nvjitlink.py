@@ -56,6 +56,7 @@ from ._base import (
     PreparedCompile,
     safe_stem,
 )
+from ._registry import compiler_info
 from .ptx import PtxBackend, check_ptx_job, ptx_flags
 
 __all__ = ("CLOSE_GRACE", "NvJitLinkBackend", "THREAD_NAME")
@@ -98,6 +99,7 @@ class NvJitLinkBackend(CompilerBackend):
     cost_prior = PtxBackend.cost_prior  # ptxas's compiler, without the process
     worker_memory = 2**29
     worker_noun = "nvJitLink thread"
+    runs = "threads of the compiling process"
 
     def __init__(self, toolkit: Toolkit, workers: int = 1) -> None:
         super().__init__(toolkit)
@@ -115,6 +117,11 @@ class NvJitLinkBackend(CompilerBackend):
         return _library()[0]
 
     @classmethod
+    def path(cls, toolkit: Toolkit) -> str | None:
+        version, path = _library()
+        return None if version is None else path
+
+    @classmethod
     def archs(cls, toolkit: Toolkit) -> tuple[int, ...]:
         # nvJitLink comes with NVRTC, of its release (the wheels and toolkits pair them).
         return toolkit.nvrtc_archs
@@ -125,13 +132,28 @@ class NvJitLinkBackend(CompilerBackend):
         return f"nvjitlink {version} {path}", ()  # PTX reads no headers
 
     @classmethod
+    def fingerprint(cls) -> list[object]:
+        from importlib import metadata
+
+        versions: list[object] = []
+        for package in ("nvidia-nvjitlink", "nvidia-nvjitlink-cu12", "nvidia-nvjitlink-cu13"):
+            try:
+                versions.append([package, metadata.version(package)])
+            except metadata.PackageNotFoundError:
+                continue
+        return versions
+
+    @classmethod
     def check_job(cls, job: CompileJob) -> None:
         super().check_job(job)
         check_ptx_job(job, "nvJitLink", _REFUSED)
 
     def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
-        version, why_not = _library()
+        # What the toolkit says of nvJitLink (a compile server's, for its clients: they
+        # need no nvJitLink of their own), else this process's.
+        version = compiler_info(self.name, self.toolkit).version
         if version is None:
+            why_not = _library()[1]
             raise ToolkitNotFound(
                 f"nvJitLink is not installed ({why_not}): {_INSTALL}; or compile PTX with "
                 'the toolkit\'s ptxas, backend="ptx"',

@@ -95,6 +95,11 @@ class NvrtcBackend(CompilerBackend):
     worker_noun = "NVRTC worker"
     warms_up = True
     takes_pch = True
+    runs = "worker processes, or threads of the compiling process"
+
+    @classmethod
+    def path(cls, toolkit: Toolkit) -> str | None:
+        return toolkit.nvrtc_library
 
     @classmethod
     def create(cls, toolkit: Toolkit, settings: BackendSettings) -> NvrtcBackend:

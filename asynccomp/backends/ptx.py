@@ -171,6 +171,45 @@ def _ptxas(toolkit: Toolkit) -> Path | None:
     return None
 
 
+# ptxas's refusal of PTX newer than it reads (CUDA 12 and 13: checked on 13.0).
+_UNSUPPORTED = re.compile(r"Unsupported \.version (\S+); current version is '([^']+)'")
+
+
+def newer_ptx(log: str, ptxas: str | None, version: str | None) -> str | None:
+    """One line for a ptxas that refused PTX of a newer ISA than it reads (``log``: its
+    output), naming both versions and what compiles it; ``None`` for any other failure.
+
+    NVRTC of a newer release than the toolkit (the pip wheel beside a system toolkit)
+    writes such PTX: ``asynccomp compile k.cu --output ptx`` then ``--backend ptx``.
+
+    >>> print(newer_ptx("fatal : Unsupported .version 9.5; current version is '9.0'",
+    ...                 "/usr/local/cuda/bin/ptxas", "13.0.88"))  # doctest: +ELLIPSIS
+    this PTX is .version 9.5, and the toolkit's ptxas 13.0.88 (...) reads up to 9.0: ...
+    """
+    match = _UNSUPPORTED.search(log)
+    if match is None:
+        return None
+    wanted, current = match.groups()
+    from ..toolkit import find_toolkit
+    from ._registry import compiler_info
+
+    linker = compiler_info("nvjitlink", find_toolkit())
+    if linker.version is not None:
+        works = (
+            f"compile it with nvJitLink {linker.version} instead: --backend nvjitlink "
+            '(CompileJob(backend="nvjitlink"))'
+        )
+    else:
+        works = (
+            "install nvJitLink of your NVRTC's release (pip install nvidia-nvjitlink) and "
+            "compile it with --backend nvjitlink, or point CUDA_PATH at a newer toolkit"
+        )
+    return (
+        f"this PTX is .version {wanted}, and the toolkit's ptxas {version} ({ptxas}) "
+        f"reads up to {current}: {works}"
+    )
+
+
 @functools.cache
 def _ptxas_version(ptxas: Path) -> str | None:
     """``13.0.88`` from ``ptxas --version`` (blocking; once per process)."""
@@ -200,6 +239,11 @@ class PtxBackend(ProgramBackend):
         return None if ptxas is None else _ptxas_version(ptxas)
 
     @classmethod
+    def path(cls, toolkit: Toolkit) -> str | None:
+        ptxas = _ptxas(toolkit)
+        return None if ptxas is None else str(ptxas)
+
+    @classmethod
     def archs(cls, toolkit: Toolkit) -> tuple[int, ...]:
         return toolkit.nvcc_archs  # nvcc's back end, of its release
 
@@ -211,6 +255,9 @@ class PtxBackend(ProgramBackend):
     def check_job(cls, job: CompileJob) -> None:
         super().check_job(job)
         check_ptx_job(job, "ptxas", _REFUSED)
+
+    def explain(self, prepared: PreparedCompile, log: str) -> str | None:
+        return newer_ptx(log, self.path(self.toolkit), self.version(self.toolkit))
 
     @classmethod
     def check_prepared(cls, prepared: PreparedCompile, toolkit: Toolkit) -> None:

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from ..backends import PreparedCompile, backend_class
+from ..backends import PreparedCompile, compiler_info
 from ..toolkit import Toolkit
 from ._keys import cache_key, include_identity
 from ._relocate import relocated_options
@@ -105,8 +105,9 @@ def _unnamed(prepared: PreparedCompile) -> tuple[str, ...]:
 
 def compiler_identity(backend: str, toolkit: Toolkit) -> tuple[str, tuple[Path, ...]]:
     """(identity string, include folders) of the compiler a backend runs: the
-    backend's own (:meth:`~asynccomp.backends.CompilerBackend.identity`)."""
-    return backend_class(backend).identity(toolkit)
+    backend's own description (:func:`~asynccomp.backends.compiler_info`)."""
+    info = compiler_info(backend, toolkit)
+    return info.identity, tuple(Path(h) for h in info.headers)
 
 
 def key_identity(backend: str, toolkit: Toolkit) -> tuple[str, str]:

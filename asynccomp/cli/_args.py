@@ -40,6 +40,54 @@ def positive_int(text: str) -> int:
     return _whole_number(text, 1)
 
 
+class JobsAction(argparse.Action):
+    """``-j N`` (every backend's compiles at once) or ``-j NAME=N`` (one backend's,
+    repeatable: ``-j nvrtc=8 -j ptx=2``): an int or a {backend: int} on the namespace,
+    ``Engine(workers=...)``'s value."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        text = str(values)
+        name, equals, number = text.rpartition("=")
+        current = getattr(namespace, self.dest, None)
+        try:
+            count = _whole_number(number, 1)
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentError(self, str(exc)) from None
+        if not equals:
+            if isinstance(current, dict):
+                raise argparse.ArgumentError(self, "give -j N or -j NAME=N, not both")
+            setattr(namespace, self.dest, count)
+            return
+        from ..backends import backend_names
+
+        if name not in backend_names():
+            raise argparse.ArgumentError(
+                self, f"{name!r} is not a backend (registered: {', '.join(backend_names())})"
+            )
+        if isinstance(current, int):
+            raise argparse.ArgumentError(self, "give -j N or -j NAME=N, not both")
+        setattr(namespace, self.dest, {**(current or {}), name: count})
+
+
+JOBS_HELP = (
+    "compiles at once: N for every backend, or NAME=N for one (repeatable: -j nvrtc=8 "
+    "-j ptx=2; default: one per CPU, capped by memory)"
+)
+
+
+def jobs_text(jobs: int | dict[str, int]) -> str:
+    """``-j``'s value as a user writes it."""
+    if isinstance(jobs, int):
+        return str(jobs)
+    return " -j ".join(f"{name}={count}" for name, count in jobs.items())
+
+
 def non_negative_int(text: str) -> int:
     return _whole_number(text, 0)
 

@@ -18,7 +18,7 @@ from ..errors import AsyncCompError, ClusterError, DumpDirError, InvalidJob, Ser
 from ..gpu import local_gpu_arch
 from ..job import DEFAULT_BACKEND, OUTPUT_FORMATS, CompileJob
 from ..server import server_paths
-from ._args import arch, positive_float, positive_int
+from ._args import JOBS_HELP, JobsAction, arch, positive_float
 from ._compile_run import CompileRun, quiet_ctrl_c
 from ._inputs import compiler_options, find_inputs, read_source, source_options, unique_names
 from ._json_file import file_state
@@ -87,14 +87,7 @@ def add_parser(sub: Any) -> None:
         help="default: the backend's (cubin for nvrtc and ptx, fatbin for nvcc)",
     )
     p.add_argument("--arch", type=arch, default=None, help="e.g. sm_90a (default: the local GPU's)")
-    p.add_argument(
-        "-j",
-        "--jobs",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="compiles at once (default: one per CPU)",
-    )
+    p.add_argument("-j", "--jobs", action=JobsAction, default=None, metavar="N", help=JOBS_HELP)
     p.add_argument(
         "--timeout",
         type=positive_float,
@@ -196,11 +189,6 @@ def _backend(args: argparse.Namespace) -> type[CompilerBackend]:
         raise ValueError(
             f"--examples are CUDA C++ (.cu): --backend {args.backend} compiles "
             f"{backend.source_language} ({backend.source_suffix})"
-        )
-    if args.jobs is not None and backend.workers_setting is None:
-        raise ValueError(
-            f"-j does not set --backend {args.backend}'s compiles at once yet: it runs "
-            "one per CPU, capped by memory (leave -j out)"
         )
     return backend
 
@@ -325,8 +313,7 @@ def _engine(args: argparse.Namespace) -> Engine:
         return Engine(arch=args.arch, dump_dir=args.dump, server=server)
     return Engine(
         arch=args.arch,
-        nvrtc_workers=args.jobs,
-        nvcc_workers=args.jobs,
+        workers=args.jobs,
         dump_dir=args.dump,
         cache=not args.no_cache,
         cache_dir=args.cache_dir,

@@ -24,6 +24,7 @@ from ..engine import Engine
 from ..errors import AsyncCompWarning
 from ..job import CompileJob
 from ..result import CompileResult
+from ._args import jobs_text
 from ._json_file import write_records
 from ._progress import Display, Estimates, JobLines, ProgressBar
 from ._report import failures, plural, records, summary
@@ -200,14 +201,16 @@ async def _tick(display: Display) -> None:
 def ignored_jobs(args: argparse.Namespace, engine: Engine) -> str | None:
     """What to tell a run whose ``-j N`` a compile server overrides (once started), if
     the server runs another number of compiles at once for the run's backend."""
-    if args.jobs is None or engine.server is None:
+    asked = args.jobs if not isinstance(args.jobs, dict) else args.jobs.get(args.backend)
+    if asked is None or engine.server is None:
         return None
     runs = engine.slots.get(args.backend, 0)
-    if runs == args.jobs:
+    if runs == asked:
         return None
     what = f"{backend_class(args.backend).worker_noun}s"  # "NVRTC workers", "nvcc runs"
+    jobs = jobs_text(args.jobs)
     return (
         f"the compile server ({engine.where.removeprefix('on the compile server (')} runs "
-        f"{runs} {what}; -j {args.jobs} ignored (use --no-server to compile in this process "
-        f"with -j {args.jobs})"
+        f"{runs} {what}; -j {jobs} ignored (use --no-server to compile in this process "
+        f"with -j {jobs})"
     )

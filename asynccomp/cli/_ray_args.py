@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..ray import RayExecutor
-from ._args import positive_float, positive_int
+from ._args import jobs_text, positive_float, positive_int
 
 __all__ = ("add_ray_timeout", "ray_address", "ray_executor")
 
@@ -52,10 +52,11 @@ def ray_executor(args: argparse.Namespace) -> RayExecutor | None:
     if args.ray is None:
         return None
     if args.jobs is not None and not args.ray_fallback:
+        actors = args.jobs if isinstance(args.jobs, int) else "N"
         raise ValueError(
-            f"-j {args.jobs} counts local workers, and --ray compiles on the cluster's actors: "
-            f"--ray-actors {args.jobs} sets how many (with --ray-fallback, -j is for the local "
-            "workers it falls back to)"
+            f"-j {jobs_text(args.jobs)} counts local workers, and --ray compiles on the "
+            f"cluster's actors: --ray-actors {actors} sets how many (with --ray-fallback, -j "
+            "is for the local workers it falls back to)"
         )
     timeout = RayExecutor.startup_timeout if args.ray_timeout is None else args.ray_timeout
     return RayExecutor(

@@ -18,7 +18,7 @@ from .._os import child_environ
 from ..config import server_mode
 from ..errors import AsyncCompError, ServerError
 from ..server import DEFAULT_IDLE_TIMEOUT, Server, ServerPaths, server_paths, status, stop
-from ._args import non_negative_float, positive_int
+from ._args import JOBS_HELP, JobsAction, non_negative_float
 from ._messages import StripPrefix, in_cli_terms
 from ._ray_args import add_ray_timeout, ray_address, ray_executor
 
@@ -51,9 +51,7 @@ def add_parser(sub: Any) -> None:
         metavar="SECONDS",
         help=f"stop after this long without a client (0: never; default {DEFAULT_IDLE_TIMEOUT:g})",
     )
-    p.add_argument(
-        "-j", "--jobs", type=positive_int, default=None, metavar="N", help="NVRTC workers"
-    )
+    p.add_argument("-j", "--jobs", action=JobsAction, default=None, metavar="N", help=JOBS_HELP)
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR", help="disk cache folder")
     p.add_argument(
         "--warm",
@@ -110,8 +108,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # Checked before --detach: the refusal is this command's.
         mode = server_mode(
-            nvrtc_workers=args.jobs,
-            nvcc_workers=args.jobs,
+            workers=args.jobs,
             cache_dir=args.cache_dir,
             executor=ray_executor(args),
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -77,19 +78,31 @@ class JobSettings:
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    """The local workers: how many NVRTC and nvcc compiles run at once, and how NVRTC
+    """The local workers: how many compiles of each backend run at once, and how NVRTC
     runs (``None``: one per CPU, capped by memory). A Ray cluster's actors stand in for
     them; a compile server has its own.
+
+    ``workers`` is every backend's count (an int), or some backends' by name (``{"nvrtc":
+    8, "ptx": 2}``: any registered backend, one's own too); ``nvrtc_workers`` and
+    ``nvcc_workers`` are those two backends' counts by their own names (they win over an
+    int ``workers``; naming a backend twice is an error).
 
     >>> WorkerSettings(nvrtc_workers=0)
     Traceback (most recent call last):
         ...
     asynccomp.errors.SettingsError: invalid nvrtc_workers 0: must be an int >= 1
+    >>> WorkerSettings(workers={"nvrtc": 8, "ptx": 2}).count("ptx")
+    2
+    >>> WorkerSettings(workers={"clang": 2})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    asynccomp.errors.SettingsError: invalid workers {'clang': 2}: 'clang' is not a backend ...
     """
 
     nvrtc_workers: int | None = None
     nvcc_workers: int | None = None
     nvrtc_mode: NvrtcModeSetting = "auto"
+    workers: int | Mapping[str, int] | None = field(default=None, compare=True)
 
     def __post_init__(self) -> None:
         for name in ("nvrtc_workers", "nvcc_workers"):
@@ -99,6 +112,43 @@ class WorkerSettings:
             raise SettingsError(
                 "nvrtc_mode", self.nvrtc_mode, "expected auto, threads or processes"
             )
+        if self.workers is None or isinstance(self.workers, int):
+            if self.workers is not None:
+                check_count("workers", self.workers, 1)
+            return
+        if not isinstance(self.workers, Mapping):
+            raise SettingsError(
+                "workers",
+                self.workers,
+                "must be an int, a mapping of backend names to ints, or None",
+            )
+        from ..backends import backend_names
+
+        names = backend_names()
+        for name, count in self.workers.items():
+            if name not in names:
+                raise SettingsError(
+                    "workers", dict(self.workers),
+                    f"{name!r} is not a backend (registered: {', '.join(names)})",
+                )  # fmt: skip
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise SettingsError("workers", dict(self.workers), f"{name}: must be an int >= 1")
+            named = f"{name}_workers"
+            if named in ("nvrtc_workers", "nvcc_workers") and getattr(self, named) is not None:
+                raise SettingsError(
+                    "workers", dict(self.workers), f"{name} is set by {named} too: give one"
+                )
+        object.__setattr__(self, "workers", dict(self.workers))
+
+    def count(self, backend: str, setting: str | None = None) -> int | None:
+        """The count asked for ``backend`` (``setting``: its own keyword, such as
+        ``nvrtc_workers``), ``None`` when none was."""
+        named = None if setting is None else getattr(self, setting, None)
+        if named is not None:
+            return int(named)
+        if isinstance(self.workers, int):
+            return self.workers
+        return None if self.workers is None else self.workers.get(backend)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..backends import BackendOutput, PreparedCompile
+from ..backends import BackendOutput, CompilerInfo, PreparedCompile
 from ..job import OutputFormat
 from ..runner import CompileRequest, Outcome
 from ..toolkit import Toolkit
@@ -170,6 +170,9 @@ def toolkit_to(toolkit: Toolkit) -> dict[str, Any]:
         "nvrtc_error": toolkit.nvrtc_error,
         "nvrtc_archs": list(toolkit.nvrtc_archs),
         "nvcc_archs": list(toolkit.nvcc_archs),
+        # Each backend's own description of its compiler (version, path, identity,
+        # architectures, where it runs): the client reports and renders with these.
+        "compilers": {name: info.to_json() for name, info in toolkit.compilers},
     }
 
 
@@ -185,6 +188,7 @@ class _ToolkitFields:
     nvrtc_error: str | None
     nvrtc_archs: list[int]
     nvcc_archs: list[int]
+    compilers: dict[str, Any]
 
 
 def toolkit_from(fields: dict[str, Any]) -> Toolkit:
@@ -203,4 +207,17 @@ def toolkit_from(fields: dict[str, Any]) -> Toolkit:
         nvrtc_error=t.nvrtc_error,
         nvrtc_archs=tuple(t.nvrtc_archs),
         nvcc_archs=tuple(t.nvcc_archs),
+        compilers=_compilers_from(t.compilers),
     )
+
+
+def _compilers_from(fields: dict[str, Any]) -> tuple[tuple[str, CompilerInfo], ...]:
+    compilers = []
+    for name, info in fields.items():
+        if not isinstance(info, dict):
+            raise WireError(f"toolkit.compilers.{name}: expected an object")
+        try:
+            compilers.append((str(name), CompilerInfo.from_json(info)))
+        except ValueError as exc:
+            raise WireError(f"toolkit.compilers.{name}: {exc}") from None
+    return tuple(compilers)

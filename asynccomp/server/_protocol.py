@@ -73,7 +73,8 @@ __all__ = (
 #: Bumped when a message changes shape; a client and a server of different protocols
 #: refuse each other, naming both versions. 4: a call's jobs ride in its ``Compile``, its
 #: outcomes come back together in ``Results``; the worker count only in ``Workers``.
-PROTOCOL = 4
+#: 5: the welcome's toolkit carries each backend's description of its compiler.
+PROTOCOL = 5
 
 
 # -- requests (client -> server) -----------------------------------------------------------
