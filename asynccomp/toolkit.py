@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,11 +74,17 @@ class Toolkit:
     nvrtc_archs: tuple[int, ...] = ()
     nvcc_archs: tuple[int, ...] = ()
     #: Each registered backend's description of its compiler here (name, info), as it
-    #: probed it when the toolkit was found (a compile server's, from its welcome).
+    #: probed it when the toolkit was found (a compile server's, from its welcome), and
+    #: the :func:`fields_digest` of the toolkit it described: a toolkit changed since
+    #: (``dataclasses.replace``) is described anew.
     compilers: tuple[tuple[str, CompilerInfo], ...] = ()
+    described_fields: str = ""
 
     def described(self, backend: str) -> CompilerInfo | None:
-        """Backend ``backend``'s description of its compiler here, if it was made."""
+        """Backend ``backend``'s description of its compiler here, if it was made (for
+        this toolkit as it is)."""
+        if not self.compilers or self.described_fields != fields_digest(self):
+            return None
         return next((info for name, info in self.compilers if name == backend), None)
 
     def describe(self) -> str:
@@ -97,6 +103,18 @@ class Toolkit:
         lines.append("searched for nvcc:")
         lines += [f"  {s}" for s in self.searched]
         return "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=64)
+def fields_digest(toolkit: Toolkit) -> str:
+    """A digest of what a toolkit says of itself, its compilers' descriptions left out
+    (stable across processes: a welcome's toolkit is checked against it)."""
+    parts = [
+        repr(getattr(toolkit, f.name))
+        for f in fields(toolkit)
+        if f.name not in ("compilers", "described_fields")
+    ]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
 def tool_version(tool: Path, *, last_line: bool = False) -> str | None:
@@ -296,7 +314,8 @@ def discover_toolkit(
     )
     from .backends import describe_compilers  # each backend probes its own compiler
 
-    return replace(toolkit, compilers=describe_compilers(toolkit))
+    described = describe_compilers(toolkit)
+    return replace(toolkit, compilers=described, described_fields=fields_digest(toolkit))
 
 
 def _stat_of(path: Path | None) -> list[object]:

@@ -87,6 +87,26 @@ def no_server_folder_left() -> Iterator[None]:
     assert left == [], f"the tests left these server folders behind: {left}"
 
 
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Every coroutine test (anyio's plugin in auto mode: pyproject.toml) runs on both
+    event loops anyio runs on: the engine, the server and the workers are tested on
+    asyncio and on trio. A test of what only asyncio has says
+    ``@pytest.mark.asyncio_only`` (its trio run is left out)."""
+    return str(request.param)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    left_out = [
+        item
+        for item in items
+        if item.get_closest_marker("asyncio_only") is not None and item.name.endswith("[trio]")
+    ]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item not in left_out]
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: two test processes on two cores, up to four on more. Each test's
     engines start their own workers (one per CPU), so more test processes than this only

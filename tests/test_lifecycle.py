@@ -187,6 +187,7 @@ async def test_cached_compiles_checkpoint() -> None:
         assert scope.cancelled_caught
 
 
+@pytest.mark.asyncio_only  # counts asyncio's tasks
 async def test_queued_jobs_are_not_tasks() -> None:
     jobs = [fake_job("ok", f"q{i}") for i in range(2000)]
     async with FakeEngine(arch=ARCH, nvrtc_workers=1, cache=False) as engine:

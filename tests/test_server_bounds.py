@@ -255,6 +255,7 @@ def test_a_protocol_error_after_hello_is_an_error_frame_and_one_log_line(
     assert "Traceback" not in text and "a connection failed" not in text, text
 
 
+@pytest.mark.asyncio_only  # asyncio's own exception handler
 async def test_closing_a_client_while_an_answer_arrives_leaves_asyncio_nothing_to_report(
     server_dir: Path,
 ) -> None:

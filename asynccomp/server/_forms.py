@@ -173,6 +173,7 @@ def toolkit_to(toolkit: Toolkit) -> dict[str, Any]:
         # Each backend's own description of its compiler (version, path, identity,
         # architectures, where it runs): the client reports and renders with these.
         "compilers": {name: info.to_json() for name, info in toolkit.compilers},
+        "described_fields": toolkit.described_fields,
     }
 
 
@@ -189,6 +190,7 @@ class _ToolkitFields:
     nvrtc_archs: list[int]
     nvcc_archs: list[int]
     compilers: dict[str, Any]
+    described_fields: str
 
 
 def toolkit_from(fields: dict[str, Any]) -> Toolkit:
@@ -208,6 +210,7 @@ def toolkit_from(fields: dict[str, Any]) -> Toolkit:
         nvrtc_archs=tuple(t.nvrtc_archs),
         nvcc_archs=tuple(t.nvcc_archs),
         compilers=_compilers_from(t.compilers),
+        described_fields=t.described_fields,
     )
 
 
