@@ -649,3 +649,36 @@ def test_the_builder_without_apache_tvm_says_what_to_install(
             asynccomp.tvm.Builder(max_workers=1)
     finally:
         _ms_builder._builder_class.cache_clear()
+
+
+def test_nvrtc_workers_outlive_the_thread_that_started_them_on_trio(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """N4: on trio, processes were started from a cached thread that ends after a while
+    idle, and ``PR_SET_PDEATHSIG`` (which fires when that *thread* ends) killed the NVRTC
+    workers: the next compile paid a cold start. Workers now watch their owner's process.
+    Here trio's thread cache lets its threads go after 0.2 s instead of 10 s."""
+    import trio._core._thread_cache as thread_cache
+
+    from asynccomp import CompileJob, Engine
+
+    from .kernels import ARCH, scale_kernel
+    from .processes import nvrtc_workers
+
+    monkeypatch.setattr(thread_cache, "IDLE_TIMEOUT", 3.0)
+
+    async def main() -> tuple[list[int], list[int], bool]:
+        async with Engine(arch=ARCH, nvrtc_workers=1, nvrtc_mode="processes", cache=False) as e:
+            assert (await e.compile(CompileJob(scale_kernel(1.0), name="a"))).ok
+            first = nvrtc_workers()
+            # Every thread trio started for the engine has idled out and ended.
+            with anyio.fail_after(60):
+                while any(t.name.startswith("Trio thread") for t in threading.enumerate()):
+                    await anyio.sleep(0.05)
+            await anyio.sleep(0.5)  # what a parent-death signal would take to land
+            again = await e.compile(CompileJob(scale_kernel(2.0), name="b"))
+            return first, nvrtc_workers(), again.ok
+
+    first, after, ok = anyio.run(main, backend="trio")
+    assert ok and len(first) == 1
+    assert after == first  # the same warm worker, alive
