@@ -663,7 +663,7 @@ def test_nvrtc_workers_outlive_the_thread_that_started_them_on_trio(
     from asynccomp import CompileJob, Engine
 
     from .kernels import ARCH, scale_kernel
-    from .processes import nvrtc_workers
+    from .processes import nvrtc_workers, wait_until
 
     monkeypatch.setattr(thread_cache, "IDLE_TIMEOUT", 3.0)
 
@@ -672,9 +672,9 @@ def test_nvrtc_workers_outlive_the_thread_that_started_them_on_trio(
             assert (await e.compile(CompileJob(scale_kernel(1.0), name="a"))).ok
             first = nvrtc_workers()
             # Every thread trio started for the engine has idled out and ended.
-            with anyio.fail_after(60):
-                while any(t.name.startswith("Trio thread") for t in threading.enumerate()):
-                    await anyio.sleep(0.05)
+            await wait_until(
+                lambda: not any(t.name.startswith("Trio thread") for t in threading.enumerate())
+            )
             await anyio.sleep(0.5)  # what a parent-death signal would take to land
             again = await e.compile(CompileJob(scale_kernel(2.0), name="b"))
             return first, nvrtc_workers(), again.ok

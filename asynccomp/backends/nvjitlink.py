@@ -1,4 +1,4 @@
-"""PTX -> cubin with nvJitLink, in threads of this process, where it is installed.
+"""PTX -> cubin with nvJitLink, in worker processes, where it is installed.
 
 nvJitLink is the CUDA library that links and JIT-compiles device code (it runs ptxas's
 compiler inside the process: no subprocess, no work folder). It is not a dependency of
@@ -12,10 +12,14 @@ ptxas, :mod:`.ptx`) takes the same jobs.
 - **Options** are nvJitLink's (``-O3``, ``-maxrregcount=64``, ``-lineinfo``,
   ``-Xptxas=...``); asynccomp adds ``-arch=<arch>`` and ``-verbose``, whose report is
   ptxas's, so ``result.resources`` is filled in.
-- **Threads**: at most ``workers`` at once (one per CPU by default, capped by memory).
-  A thread cannot be stopped: a job past its timeout returns ``timeout`` at once, and its
-  thread holds its slot until it ends (nvJitLink reads no file and waits on nothing, so
-  it does end), so no more than ``workers`` ever run.
+- **Worker processes** (:class:`asynccomp.workers.WorkerPool`, forked from a template
+  that loaded nvJitLink once): at most ``workers`` at once (one per CPU by default,
+  capped by memory). nvJitLink cannot be stopped from another thread, and one job can
+  wedge it for every later one of its process (nvJitLink 13.5, given
+  ``-Xptxas=-arch=sm_100a``, fails with ``ERROR_INVALID_INPUT`` and leaves an internal
+  lock held: the next ``nvJitLinkAddData`` of another thread blocks for ever): so each
+  compile runs in a process that can be killed. A job past its timeout is killed with
+  its worker (``timeout``), its slot comes back, and a fresh worker takes the next job.
 - **Identity** in cache keys: nvJitLink's version and the library's path.
 
 >>> import pytest; _ = pytest.importorskip("cuda.bindings.nvjitlink")
@@ -36,7 +40,6 @@ ptxas, :mod:`.ptx`) takes the same jobs.
 from __future__ import annotations
 
 import functools
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +47,10 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from .._wakers import soon_caller
 from ..errors import ToolkitNotFound
 from ..job import CompileJob
 from ..toolkit import Toolkit
+from ..workers import PoolSettings, WorkerPool
 from ._base import (
     BackendOptions,
     BackendOutput,
@@ -59,12 +62,8 @@ from ._base import (
 from ._registry import compiler_info
 from .ptx import PtxBackend, check_ptx_job, ptx_flags
 
-__all__ = ("CLOSE_GRACE", "NvJitLinkBackend", "THREAD_NAME")
+__all__ = ("NvJitLinkBackend",)
 
-#: The name of every nvJitLink thread (``threading.enumerate()`` finds them).
-THREAD_NAME = "asynccomp-nvjitlink"
-#: Seconds a closing backend waits for its threads to end.
-CLOSE_GRACE = 5.0
 
 _REFUSED = {"-arch": "the job's arch is the architecture (CompileJob(arch=...))"}
 _INSTALL = "pip install nvidia-nvjitlink (the release of your NVRTC)"
@@ -98,15 +97,21 @@ class NvJitLinkBackend(CompilerBackend):
     source_suffix = ".ptx"
     cost_prior = PtxBackend.cost_prior  # ptxas's compiler, without the process
     worker_memory = 2**29
-    worker_noun = "nvJitLink thread"
-    runs = "threads of the compiling process"
+    worker_noun = "nvJitLink worker"
+    runs = "worker processes of the compiling process"
 
     def __init__(self, toolkit: Toolkit, workers: int = 1) -> None:
         super().__init__(toolkit)
         self.workers = workers
-        self._slots = anyio.Semaphore(workers)
-        self._running = 0  # threads running, the abandoned ones included
-        self._ended = anyio.Event()
+        self._pool: WorkerPool | None = None  # made at the first compile
+
+    @property
+    def pool(self) -> WorkerPool:
+        if self._pool is None:
+            self._pool = WorkerPool(
+                PoolSettings("nvjitlink", self.workers, [_library], eager=False, start_timeout=60)
+            )
+        return self._pool
 
     @classmethod
     def create(cls, toolkit: Toolkit, settings: BackendSettings) -> CompilerBackend:
@@ -177,56 +182,33 @@ class NvJitLinkBackend(CompilerBackend):
         await anyio.to_thread.run_sync(_library)
 
     def worker_count(self) -> int:
-        return self._running
+        return 0 if self._pool is None else len(self._pool.pids())
 
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
-        await self._slots.acquire()
-        # The slot is the thread's from here: given back when it ends, whoever waits.
-        done = anyio.Event()
-        answer: list[BackendOutput | BaseException] = []
-        call_soon = soon_caller()
-
-        def ended() -> None:
-            self._running -= 1
-            self._slots.release()
-            done.set()
-            self._ended.set()
-
-        def main() -> None:
-            try:
-                answer.append(_link(prepared))
-            except BaseException as exc:  # a bug here: raised in run()
-                answer.append(exc)
-            finally:
-                call_soon(ended)
-
-        try:
-            threading.Thread(target=main, name=THREAD_NAME, daemon=True).start()
-        except RuntimeError as exc:  # no thread could be started (a limit on threads)
-            self._slots.release()
-            return BackendOutput("internal", None, "", f"no thread for nvJitLink: {exc}", cause=exc)
-        self._running += 1
-        with anyio.move_on_after(prepared.timeout):
-            await done.wait()
-        if not answer:
+        # nvJitLink cannot be asked to stop: its worker is killed at the timeout itself.
+        task = await self.pool.run(_link, prepared, timeout=prepared.timeout)
+        if task.outcome == "done":
+            out: BackendOutput = task.value
+            return out
+        if task.outcome == "timeout":
             return BackendOutput(
                 "timeout",
                 None,
                 "",
-                f"nvJitLink did not finish within {prepared.timeout:g} s; its thread (which "
-                "cannot be stopped) runs on and holds its slot until it ends",
+                f"nvJitLink did not finish within {prepared.timeout:g} s; its worker process "
+                "was killed",
             )
-        if isinstance(answer[0], BaseException):
-            raise answer[0]
-        return answer[0]
+        if task.outcome == "start_failed":
+            why = f"no nvJitLink worker could be started: {task.value}"
+            return BackendOutput("crashed", None, "", why)
+        if task.outcome == "error":
+            why = f"nvJitLink's worker failed: {task.value!r}"
+            return BackendOutput("internal", None, "", why, cause=task.value)
+        return BackendOutput("crashed", None, "", f"{task.value} while linking")
 
     async def aclose(self) -> None:
-        """Wait for running threads to end, at most :data:`CLOSE_GRACE` seconds (a
-        thread left running is a daemon: it does not keep the process alive)."""
-        with anyio.move_on_after(CLOSE_GRACE):
-            while self._running:
-                self._ended = anyio.Event()
-                await self._ended.wait()
+        if self._pool is not None:
+            await anyio.to_thread.run_sync(self._pool.close)
 
 
 def _link(prepared: PreparedCompile) -> BackendOutput:
