@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import itertools
 import os
@@ -17,6 +18,7 @@ import anyio
 from .._wakers import soon_caller
 from . import _frames
 from ._core import Core, Task
+from ._model import WorkerState
 from ._settings import PoolSettings, PoolStatistics, TaskResult
 
 __all__ = ("TaskHandle", "WorkerPool")
@@ -24,9 +26,26 @@ __all__ = ("TaskHandle", "WorkerPool")
 _pools: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 
 
+def _abandon(core: Core) -> None:
+    """In a forked child: forget the parent's processes (they are its, not ours)."""
+    for worker in [*core.workers.values(), *(w for w, _ in core.dying)]:
+        for fd in (worker.tasks, worker.results):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    if core.template is not None:
+        core.template.control.close()
+    for fd in (core.wake_read, core.wake_write):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    core.workers.clear()
+    core.dying.clear()
+    core.template = None
+    core.closed = True
+
+
 def _forget_in_child() -> None:
     for pool in list(_pools):
-        pool._core.abandon()
+        _abandon(pool._core)
         pool._holder[0] = Core(pool.settings)
 
 
@@ -265,7 +284,7 @@ class WorkerPool:
 
     def statistics(self) -> PoolStatistics:
         with self._core.lock:
-            return self._core.statistics()
+            return _statistics(self._core)
 
     def close(self) -> None:
         """End every worker and the template now (idempotent); tasks not ended end
@@ -282,3 +301,22 @@ class WorkerPool:
     @property
     def closed(self) -> bool:
         return self._core.closed
+
+
+def _statistics(core: Core) -> PoolStatistics:
+    c = core.counts
+    return PoolStatistics(
+        started=c["started"],
+        forked=c["forked"],
+        timed_out=c["timeout"],
+        crashed=c["crashed"] + c["stopped"],
+        start_failed=c["start_failed"],
+        recycled=c["recycled"],
+        released=c["released"],
+        cancelled=c["cancelled"],
+        over_memory=c["memory"],
+        alive=len(core.workers),
+        busy=sum(w.state is WorkerState.BUSY for w in core.workers.values()),
+        queued=len(core.queue),
+        template=core.template is not None and core.template.ready,
+    )
