@@ -2,10 +2,11 @@
 on the process kernel (:class:`asynccomp.workers.WorkerPool`).
 
 Workers are forked from a template that loaded NVRTC and compiled a tiny program once (no
-headers: tens of milliseconds), so no worker loads NVRTC or its builtins again. They start
-on demand (a job that finds no idle worker starts one while fewer than ``size`` exist) or
-all at once for :meth:`NvrtcWorkers.warm_up`, which also compiles the warm-up program
-(:data:`~.nvrtc.WARMUP_SOURCE`, common headers) in each, and live as long as the backend.
+headers: tens of milliseconds), so no worker loads NVRTC or its builtins again; the
+template starts with the engine (:meth:`NvrtcWorkers.prime`), in the background. Workers
+start on demand (a job that finds no idle worker forks one while fewer than ``size``
+exist: milliseconds) or all at once for :meth:`NvrtcWorkers.warm_up`, and live as long
+as the backend.
 
 Faults stay with their job: a worker that died idle never received the next job (it
 goes to another); one that dies compiling fails only its job (``crashed``, naming how it
@@ -203,26 +204,20 @@ class NvrtcWorkers:
         if self._pool is not None:
             self._pool.watch(self._watchers[-1])
 
+    def prime(self) -> None:
+        """Start the template now, in the background (the engine starts it as it
+        starts): the first jobs fork their workers at once."""
+        self.pool.prime()
+
     async def warm_up(self) -> int:
-        """Start every worker now and compile the warm-up program in each idle one; how
-        many are alive. A failed start is logged, not raised: jobs report it if it
-        happens again."""
+        """Start every worker now (each a warm fork of the template) and wait until they
+        are ready; how many are alive. A failed start is logged, not raised: jobs report
+        it if it happens again."""
         try:
             await self.pool.ready()
         except Exception as exc:
             logger.warning("asynccomp: NVRTC workers did not start: %s", exc)
-            return len(self.pool.pids())
-        if self._warmup is not None:
-            warmup = self._warmup
-            async with anyio.create_task_group() as tg:
-                for _ in range(self.pool.statistics().alive - self.pool.statistics().busy):
-                    tg.start_soon(self._warm_one, warmup)
         return len(self.pool.pids())
-
-    async def _warm_one(self, warmup: PreparedCompile) -> None:
-        out = await self.run(warmup)
-        if out.status != "ok":
-            logger.warning("asynccomp: NVRTC warm-up failed: %s", out.message)
 
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
         """Compile on a worker; see the module's doc for what happens on faults."""

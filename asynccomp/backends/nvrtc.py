@@ -191,9 +191,12 @@ class NvrtcBackend(CompilerBackend):
         swept = await anyio.to_thread.run_sync(sweep_stale_auto_pch)
         if swept:
             logger.info("asynccomp: removed %d stale NVRTC PCH folders", len(swept))
+        if self.pool is not None and self._warmup is not None:
+            self.pool.prime()  # NVRTC loaded once, in the background, for every worker
 
     async def warm_up(self) -> None:
-        """Start the workers and compile a small program in each (threads: once)."""
+        """Start every worker (processes), or compile a small program (threads: NVRTC
+        and the common headers loaded)."""
         if self._warmup is None:
             await anyio.lowlevel.checkpoint()
         elif self.pool is not None:

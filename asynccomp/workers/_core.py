@@ -61,6 +61,7 @@ class Core(Starts):
         self.failed_starts = 0
         self.closed = False
         self.wanted = settings.size if settings.eager else 0  # workers to keep alive
+        self.primed = settings.eager  # keep a template ready, workers or not
         self.last_use = time.monotonic()
         self.next_watch = 0.0
         self.requests = itertools.count(1)
@@ -170,6 +171,7 @@ class Core(Starts):
                     self.drop(worker, "released")
                 self._end_template()
             self.wanted = 0
+            self.primed = False
             return
         for worker in list(self.workers.values()):
             if worker.retire and worker.state is WorkerState.IDLE:

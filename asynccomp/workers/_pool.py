@@ -227,6 +227,15 @@ class WorkerPool:
                 self._core.warm(waiter)
         return waiter
 
+    def prime(self) -> None:
+        """Start the template now, in the background, and no worker: the first tasks
+        then fork their workers at once (a pool that cannot fork: nothing to do)."""
+        with self._core.lock:
+            if not self._core.closed:
+                self._core.primed = True
+                self._core.last_use = time.monotonic()
+                self._core.wake()
+
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Blocking: start every worker and wait until all are ready (``False`` if
         ``timeout`` passes first; :class:`~asynccomp.WorkerStartFailed` if they cannot

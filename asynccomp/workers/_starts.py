@@ -47,6 +47,7 @@ class Starts:
     workers: dict[int, Worker]
     template: Template | None
     fork: bool
+    primed: bool
     counts: collections.Counter[str]
     failed_starts: int
     wanted: int
@@ -66,7 +67,8 @@ class Starts:
         raise NotImplementedError
 
     def _fill(self) -> None:
-        if self.fork and self.template is None and len(self.workers) < self.wanted:
+        needed = len(self.workers) < self.wanted or self.primed
+        if self.fork and self.template is None and needed:
             self._start_template()
         if self.template is not None and not self.template.ready:
             return  # workers are forked from it once it is ready
