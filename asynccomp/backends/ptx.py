@@ -20,7 +20,9 @@ filled in; dumps get ``rerun.sh``.
   ptxas runs; a virtual architecture (``compute_90``) is refused (ptxas makes SASS).
 - **Options**: the job's are ptxas's own (``-O2``, ``--maxrregcount=64``,
   ``-lineinfo``...). ``-o``/``--output-file`` and ``-arch``/``--gpu-name`` are refused
-  (asynccomp names the files, the job's arch is the architecture).
+  (asynccomp names the files, the job's arch is the architecture), and so are input
+  files besides the source and options files (the cache key would not cover them:
+  :mod:`._named_files`).
 
 >>> from asynccomp import CompileJob, SyncEngine
 >>> PTX = '''
@@ -189,6 +191,7 @@ class PtxBackend(ProgramBackend):
     cost_prior = (0.05, 2e-6)
     worker_memory = 2**29
     worker_noun = "ptxas run"
+    ptxas_argv = True
 
     @classmethod
     def create(cls, toolkit: Toolkit, settings: BackendSettings) -> CompilerBackend:
