@@ -76,9 +76,13 @@ __all__ = (
     "target_mismatch",
 )
 
-# ".target sm_90a" (maybe followed by ", debug" or ", texmode_independent"), at the
-# start of a line: a commented-out one ("// .target") does not count.
-_TARGET = re.compile(r"^[ \t]*\.target[ \t]+([A-Za-z0-9_]+)", re.M)
+# PTX as ptxas reads it, one lexeme at a time: a comment (// to the end of the line,
+# /* to */, or to the end of an unterminated one) or a string, neither of which holds a
+# directive; else a word (group 1). ".target sm_90a" (maybe followed by ", debug") is
+# the word ".target", then the architecture, comments and line breaks allowed anywhere
+# between, and other statements before it on its line.
+_LEXEME = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"|([^\s/"]+|/)', re.S)
+_ARCH_WORD = re.compile(r"[A-Za-z0-9_]+")
 # Options that would name another output or architecture than the job's.
 _REFUSED = {
     "-o": "asynccomp names the output file",
@@ -89,9 +93,22 @@ _REFUSED = {
 
 
 def ptx_target(source: str) -> str | None:
-    """The architecture of the PTX's ``.target`` directive (``"sm_80"``), or ``None``."""
-    match = _TARGET.search(source)
-    return None if match is None else match.group(1)
+    """The architecture of the PTX's first ``.target`` directive (``"sm_80"``), or
+    ``None``; one inside a comment or a string does not count.
+
+    >>> ptx_target(".version 8.0 /* .target sm_100a */\\n.target // x\\n sm_80, debug")
+    'sm_80'
+    """
+    after_target = False
+    for match in _LEXEME.finditer(source):
+        word = match.group(1)
+        if word is None:
+            continue  # a comment or a string
+        if after_target:
+            arch = _ARCH_WORD.match(word)
+            return None if arch is None else arch.group()
+        after_target = word == ".target"
+    return None
 
 
 def target_mismatch(target: str, arch: str) -> str | None:
