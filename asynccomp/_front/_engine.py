@@ -88,7 +88,9 @@ class Engine(EngineView):
             user cache folder, ``False`` keeps the cache in memory only.
         memory_cache_bytes, disk_cache_bytes: size bounds of the two tiers (LRU);
             ``disk_cache_bytes=None`` takes ``$ASYNCCOMP_CACHE_MAX_SIZE``, else the cache
-            folder's setting (``asynccomp cache --max-size``), else 4 GiB.
+            folder's setting (``asynccomp cache --max-size``), else 4 GiB; ``0`` (from any
+            of them) is no limit, as ccache's ``-M 0`` (``cache_dir=False`` keeps nothing
+            on disk).
         cache_failures: also cache compile errors (never timeouts or crashes).
         cost_model: compile-time estimates for longest-first dispatch (default: a fresh
             :class:`~asynccomp.cost.CostModel`; share one between engines to carry the

@@ -51,7 +51,7 @@ from ._memory import MemoryCache
 from ._records import Cached, cached_output, entry_of
 from ._remote import RemoteCache
 from ._remote_tier import RemoteTier
-from ._settings import max_size
+from ._settings import disk_bound, max_size
 from ._stats import CacheStats
 from ._tiers import DiskTier, MemoryTier, Tier
 
@@ -339,7 +339,7 @@ def open_cache(
     if folder is not None:
         bound, _ = max_size(folder, disk_bytes)
         try:
-            tiers.append(DiskTier(DiskCache(folder, bound)))
+            tiers.append(DiskTier(DiskCache(folder, disk_bound(bound))))
         except CacheUnavailable as exc:
             warnings.warn(
                 f"compile cache folder {folder} is not usable ({exc}); caching in memory only",

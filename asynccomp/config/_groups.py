@@ -119,7 +119,9 @@ class CacheSettings:
     cache: bool = True
     cache_dir: str | os.PathLike[str] | Literal[False] | None = None
     memory_cache_bytes: int = 256 * 2**20
-    disk_cache_bytes: int | None = None  # None: $ASYNCCOMP_CACHE_MAX_SIZE, the folder's, 4 GiB
+    disk_cache_bytes: int | None = (
+        None  # None: $ASYNCCOMP_CACHE_MAX_SIZE, the folder's, 4 GiB; 0: no limit
+    )
     cache_failures: bool = False
     remote_cache: str | RemoteCache | Literal[False] | None = None
 
