@@ -18,6 +18,7 @@ import os
 import re
 from pathlib import Path
 
+from .._perms import umask_of, write_new
 from ..errors import InvalidJob
 
 __all__ = (
@@ -95,5 +96,5 @@ def store_max_size(root: Path, size: int) -> None:
             settings = loaded
     settings["max_size"] = size
     tmp = root / f".{SETTINGS_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(settings, indent=2) + "\n")
+    write_new(tmp, (json.dumps(settings, indent=2) + "\n").encode(), umask_of(None))
     tmp.replace(path)

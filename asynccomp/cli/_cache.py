@@ -27,6 +27,7 @@ from ..cache._remote import redacted_url
 from ..cache._settings import MAX_SIZE_ENV, max_size, parse_size, store_max_size
 from ..cache._stats import stats_lock
 from ..errors import AsyncCompError
+from ._args import add_umask
 
 DESCRIPTION = """\
 The compile cache: entries by a key over everything that decides a binary, in a folder
@@ -68,6 +69,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR", help="the folder")
     p.add_argument("--json", action="store_true", help="stats and verify: JSON on stdout")
+    add_umask(p)
     p.set_defaults(run=run)
 
 
