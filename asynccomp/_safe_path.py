@@ -18,7 +18,7 @@ __all__ = ("drop_working_folder",)
 
 def _run_module() -> str | None:
     """The module ``python -m`` is running, from the interpreter's own command line."""
-    argv = list(getattr(sys, "orig_argv", ()))
+    argv = [str(arg) for arg in getattr(sys, "orig_argv", ())]
     for i, arg in enumerate(argv[1:], start=1):
         if arg == "-m":
             return argv[i + 1] if i + 1 < len(argv) else None

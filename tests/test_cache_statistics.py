@@ -169,14 +169,14 @@ async def test_a_max_size_of_0_means_no_limit(
     text = asynccomp("cache", "stats", cache=cache).stdout
     assert "of no limit (settings.json in the cache folder)" in text
     jobs = [CompileJob(scale_kernel(float(i)), name=f"k{i}") for i in range(3)]
-    for settings in ({}, {"disk_cache_bytes": 0}):
+    for given in (None, 0):
         for env in ("", "0"):
             monkeypatch.setenv("ASYNCCOMP_CACHE_MAX_SIZE", env)
-            async with Engine(arch=ARCH, cache_dir=cache, server=None, **settings) as engine:
+            async with Engine(arch=ARCH, cache_dir=cache, disk_cache_bytes=given) as engine:
                 assert (await engine.compile_many(jobs))[0].ok
-            async with Engine(arch=ARCH, cache_dir=cache, server=None, **settings) as engine:
+            async with Engine(arch=ARCH, cache_dir=cache, disk_cache_bytes=given) as engine:
                 again = await engine.compile_many(jobs)
-            assert all(r.cached for r in again), (settings, env)
+            assert all(r.cached for r in again), (given, env)
     assert _stats(cache)["entries"] == 3
 
 

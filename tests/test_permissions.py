@@ -42,12 +42,12 @@ def _open_to_others(root: Path) -> dict[str, str]:
     return {name: f"{mode:04o}" for name, mode in _modes(root).items() if mode & 0o077}
 
 
-async def _compile_and_dump(tmp_path: Path, **settings: object) -> None:
+async def _compile_and_dump(tmp_path: Path, umask: int | None = None, nvcc: bool = False) -> None:
     jobs = [CompileJob(scale_kernel(), name="k", dump=True)]
-    if "nvcc" in settings.pop("backends", ()):  # type: ignore[operator]
+    if nvcc:
         jobs.append(CompileJob(scale_kernel(3.0), name="n", backend="nvcc", dump=True))
     async with Engine(
-        arch=ARCH, cache_dir=tmp_path / "cache", dump_dir=tmp_path / "dumps", **settings
+        arch=ARCH, cache_dir=tmp_path / "cache", dump_dir=tmp_path / "dumps", umask=umask
     ) as engine:
         results = await engine.compile_many(jobs)
     assert all(r.ok for r in results), [r.error for r in results]
@@ -58,7 +58,7 @@ async def test_cache_and_dumps_are_private_by_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ASYNCCOMP_UMASK", raising=False)
-    await _compile_and_dump(tmp_path, backends=("nvcc",))
+    await _compile_and_dump(tmp_path, nvcc=True)
     for root in (tmp_path / "cache", tmp_path / "dumps"):
         assert len(_modes(root)) > 5, root  # entries, shards, stats; sources, logs, rerun.sh
         assert _open_to_others(root) == {}, root

@@ -92,9 +92,9 @@ class NvccBackend(ProgramBackend):
 
     @classmethod
     def check_job(cls, job: CompileJob) -> None:
-        super().check_job(job)
-        for option in job.options:
+        for option in job.options:  # first: what nvcc's shell would run
             _check_for_shell(option)
+        super().check_job(job)
 
     @classmethod
     def check_prepared(cls, prepared: PreparedCompile, toolkit: Toolkit) -> None:
