@@ -68,7 +68,8 @@ async def assemble(
     """Start the engine's parts (each registered on ``stack`` to be closed): ``runner``
     (an :class:`InProcessRunner`, or one of the caller's own), or a compile server's
     client for :class:`OnServer` (``runner`` is then ``None``)."""
-    dumps = DumpRegistry(None if config.job.dump_dir is None else Path(config.job.dump_dir))
+    dump_dir = None if config.job.dump_dir is None else Path(config.job.dump_dir)
+    dumps = DumpRegistry(dump_dir, config.job.umask)
     # An unusable dump root fails here, before any job runs.
     await anyio.to_thread.run_sync(dumps.open_engine_root)
     if isinstance(config.mode, OnServer):

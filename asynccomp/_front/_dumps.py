@@ -26,10 +26,12 @@ logger = logging.getLogger("asynccomp")
 
 
 class DumpRegistry:
-    """The dump roots of one engine; ``engine_root`` is ``Engine(dump_dir=...)``."""
+    """The dump roots of one engine; ``engine_root`` is ``Engine(dump_dir=...)``,
+    ``umask`` its ``umask`` (the modes of what the dumps write)."""
 
-    def __init__(self, engine_root: Path | None) -> None:
+    def __init__(self, engine_root: Path | None, umask: int | None = None) -> None:
         self.engine_root = engine_root
+        self.umask = umask
         self._roots: dict[Path, DumpRoot] = {}
         self._lock = threading.Lock()
 
@@ -47,7 +49,7 @@ class DumpRegistry:
         with self._lock:
             root = self._roots.get(path)
             if root is None:
-                root = self._roots[path] = DumpRoot(path)
+                root = self._roots[path] = DumpRoot(path, self.umask)
             return root
 
     def root_of(self, job: CompileJob) -> DumpRoot:

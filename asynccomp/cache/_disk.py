@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from .._perms import make_folders, open_new, umask_of
 from ..errors import CacheUnavailable
 from ._disk_folder import (
     SUFFIX,
@@ -79,6 +80,9 @@ class DiskCache:
     Args:
         root: the cache folder; created (with its parents) when missing.
         max_bytes: the bound on the total size of the entry files.
+        umask: the modes of the files and folders it makes (``None``:
+            ``$ASYNCCOMP_UMASK``, else 077, private to the user; see
+            :mod:`asynccomp._perms`): entries hold compile logs, which quote sources.
 
     Raises:
         CacheUnavailable: ``root`` cannot be created or written.
@@ -87,16 +91,17 @@ class DiskCache:
     #: fsync each entry (and its folder) before it becomes visible.
     fsync: bool = False
 
-    def __init__(self, root: Path, max_bytes: int = 4 * 2**30) -> None:
+    def __init__(self, root: Path, max_bytes: int = 4 * 2**30, *, umask: int | None = None) -> None:
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
         self.root = Path(root)
+        self.umask = umask_of(umask)
         self.max_bytes = max_bytes
         #: The versioned folder the entries live in.
         self.directory = self.root / f"v{CACHE_FORMAT_VERSION}"
         probe = self._tmp_name(self.directory, "probe")
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_folders(self.directory, self.umask)
             # Creating the folder is not enough (read-only mounts, foreign owners, a
             # full disk): write and remove a real file to be sure puts can work.
             with open(probe, "xb") as f:
@@ -261,7 +266,7 @@ class DiskCache:
                 # sits where the shard folder belongs: make (or heal) the shard.
                 if folder.exists() and not folder.is_dir():
                     folder.unlink()
-                folder.mkdir(parents=True, exist_ok=True)
+                make_folders(folder, self.umask)
                 self._write_new(tmp, pieces)
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)  # a folder in the entry's place: rename cannot replace it
@@ -278,7 +283,9 @@ class DiskCache:
             _fsync_dir(folder)
 
     def _write_new(self, tmp: Path, pieces: list[bytes]) -> None:
-        with open(tmp, "xb") as f:  # "x": never write into another writer's file
+        # O_EXCL: never write into another writer's file.
+        fd = open_new(tmp, os.O_WRONLY | os.O_EXCL | os.O_CLOEXEC, self.umask)
+        with os.fdopen(fd, "wb") as f:
             for piece in pieces:
                 f.write(piece)
             if self.fsync:

@@ -16,6 +16,7 @@ __all__ = (
     "CacheDirWarning",
     "CacheEntry",
     "CacheReadWarning",
+    "CacheTrustWarning",
     "CacheWriteWarning",
     "warn_or_log",
 )
@@ -43,6 +44,14 @@ class CacheWriteWarning(CacheWarning):
 
 class CacheDirWarning(CacheWarning):
     """The disk cache could not be used; the engine goes on with the memory level alone."""
+
+
+class CacheTrustWarning(CacheDirWarning):
+    """The disk cache folder (or a folder above it) can be written by users the umask
+    does not share the cache with: anyone who can write there can forge entries, so it
+    is not used (ccache, likewise, tells which folders must be trusted). Make the folder
+    the user's own (``chmod go-w``), or share it on purpose (``Engine(umask=0o002)``,
+    ``$ASYNCCOMP_UMASK``)."""
 
 
 def warn_or_log(message: str, category: type[Warning], stacklevel: int) -> None:

@@ -5,7 +5,9 @@ Precedence: ``Engine(disk_cache_bytes=...)`` (or ``asynccomp serve``'s engine's)
 ``$ASYNCCOMP_CACHE_MAX_SIZE``, else what ``asynccomp cache --max-size`` stored in the
 cache folder (``settings.json``, as ``ccache -M`` writes ``ccache.conf``), else 4 GiB.
 Sizes are written as ccache writes them: ``5G`` (10^9), ``5GiB`` or ``5Gi`` (2^30),
-``500M``, ``800K``, or bytes.
+``500M``, ``800K``, or bytes. ``0``, from any of the three, means no limit, as ccache's
+``-M 0`` does (a cache that keeps nothing on disk is ``Engine(cache_dir=False)``):
+:func:`disk_bound` turns it into the bound a :class:`~asynccomp.cache.DiskCache` takes.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ import os
 import re
 from pathlib import Path
 
+from .._perms import umask_of, write_new
 from ..errors import InvalidJob
 
 __all__ = (
     "DEFAULT_MAX_SIZE",
     "MAX_SIZE_ENV",
+    "NO_LIMIT",
+    "disk_bound",
     "SETTINGS_FILE",
     "max_size",
     "parse_size",
@@ -31,6 +36,8 @@ __all__ = (
 MAX_SIZE_ENV = "ASYNCCOMP_CACHE_MAX_SIZE"
 #: The bound when nothing sets one.
 DEFAULT_MAX_SIZE = 4 * 2**30
+#: The bound of a disk cache whose size setting is 0 ("no limit", as ccache's ``-M 0``).
+NO_LIMIT = 2**63 - 1
 #: The cache folder's settings file.
 SETTINGS_FILE = "settings.json"
 
@@ -58,8 +65,9 @@ def _stored(root: Path) -> int | None:
 
 
 def max_size(root: Path | None, given: int | None) -> tuple[int, str]:
-    """Blocking (it may read the folder's settings): the disk cache's bound in bytes,
-    and where it came from (for ``asynccomp cache stats``)."""
+    """Blocking (it may read the folder's settings): the disk cache's size setting in
+    bytes (``0``: no limit), and where it came from (for ``asynccomp cache stats``).
+    A bad ``$ASYNCCOMP_CACHE_MAX_SIZE`` is :class:`~asynccomp.InvalidJob` naming it."""
     if given is not None:
         return given, "set by the caller"
     env = os.environ.get(MAX_SIZE_ENV, "").strip()
@@ -69,6 +77,12 @@ def max_size(root: Path | None, given: int | None) -> tuple[int, str]:
     if stored is not None:
         return stored, f"{SETTINGS_FILE} in the cache folder"
     return DEFAULT_MAX_SIZE, "the default"
+
+
+def disk_bound(setting: int) -> int:
+    """The bound a :class:`~asynccomp.cache.DiskCache` takes for a size setting:
+    ``0`` (no limit) is :data:`NO_LIMIT`."""
+    return setting if setting > 0 else NO_LIMIT
 
 
 def store_max_size(root: Path, size: int) -> None:
@@ -82,5 +96,5 @@ def store_max_size(root: Path, size: int) -> None:
             settings = loaded
     settings["max_size"] = size
     tmp = root / f".{SETTINGS_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(settings, indent=2) + "\n")
+    write_new(tmp, (json.dumps(settings, indent=2) + "\n").encode(), umask_of(None))
     tmp.replace(path)

@@ -16,8 +16,9 @@ from typing import Any, TextIO
 import anyio
 
 from .. import bench
+from .._perms import umask_of, write_new
 from ..engine import default_workers
-from ._args import arch, int_list, non_negative_int, on_off_list, positive_int, word_list
+from ._args import add_umask, arch, int_list, non_negative_int, on_off_list, positive_int, word_list
 
 DESCRIPTION = """\
 Compile a corpus of .cu files (default: the built-in examples) in several configurations
@@ -112,6 +113,7 @@ def add_parser(sub: Any) -> None:
         metavar="FILE",
         help="write a PNG of speedup against workers here (needs matplotlib: asynccomp[plot])",
     )
+    add_umask(p)
     p.set_defaults(run=run)
 
 
@@ -183,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json is not None:
             stats = bench.summarize(measured.runs, len(measured.kernels))
             document = bench.report_json(measured, stats, args.command_line, machine)
-            args.json.write_text(json.dumps(document, indent=2) + "\n")
+            text = json.dumps(document, indent=2) + "\n"
+            write_new(args.json, text.encode(), umask_of(None))
 
     # The JSON is also written after every timed round: a long run that is stopped
     # keeps what it measured.

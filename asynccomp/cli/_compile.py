@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from .._os import listening
+from .._perms import make_folders, umask_of, write_new
 from ..backends import CompilerBackend, backend_class, backend_names
 from ..backends._base import safe_stem
 from ..engine import Engine
@@ -18,7 +19,7 @@ from ..errors import AsyncCompError, ClusterError, DumpDirError, InvalidJob, Ser
 from ..gpu import local_gpu_arch
 from ..job import DEFAULT_BACKEND, OUTPUT_FORMATS, CompileJob
 from ..server import server_paths
-from ._args import arch, positive_float, positive_int
+from ._args import add_umask, arch, positive_float, positive_int
 from ._compile_run import CompileRun, quiet_ctrl_c
 from ._inputs import compiler_options, find_inputs, read_source, source_options, unique_names
 from ._json_file import file_state
@@ -161,6 +162,7 @@ def add_parser(sub: Any) -> None:
         metavar="FLAG",
         help="extra compiler option (repeatable), e.g. -X=-DTILE=64 -X=--use_fast_math",
     )
+    add_umask(p)
     p.set_defaults(run=run, extra_options=[])
 
 
@@ -209,9 +211,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
     """An output that cannot be written fails now, before any compile (exit 2)."""
     if args.out is not None:
         try:
-            args.out.mkdir(parents=True, exist_ok=True)
+            make_folders(args.out, umask_of(None))
             probe = args.out / f".asynccomp-probe-{os.getpid()}"
-            probe.write_bytes(b"")
+            write_new(probe, b"", umask_of(None))
             probe.unlink()
         except OSError as exc:
             raise OSError(f"--out {args.out} cannot be written: {exc.strerror or exc}") from None

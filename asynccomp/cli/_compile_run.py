@@ -19,6 +19,7 @@ from typing import TextIO
 
 import anyio
 
+from .._perms import umask_of, write_new
 from ..backends import backend_class
 from ..engine import Engine
 from ..errors import AsyncCompWarning
@@ -115,7 +116,7 @@ class CompileRun:
         if name is not None:
             assert self.args.out is not None and result.binary is not None
             try:
-                (self.args.out / name).write_bytes(result.binary)
+                write_new(self.args.out / name, result.binary, umask_of(None))
             except OSError as exc:  # the disk filled up: the other binaries go on
                 print(f"asynccomp: could not write {self.args.out / name}: {exc}", file=sys.stderr)
 
