@@ -220,14 +220,12 @@ class TieredCache(Cache):
                 if not ask:
                     continue
                 digests = [keys[i].digest for i in ask]
+                misses: list[CacheEntry | None] = [None] * len(ask)
                 answers = await self._guarded(
-                    tier.kind,
-                    "lookup",
-                    tier.get_many(digests, self.pools, deadline),
-                    [None] * len(ask),
+                    tier.kind, "lookup", tier.get_many(digests, self.pools, deadline), misses
                 )
                 if len(answers) != len(ask):  # a tier answering other keys: all misses
-                    answers = [None] * len(ask)
+                    answers = misses
                 for i, entry in zip(ask, answers, strict=True):
                     if entry is not None:
                         entries[i], source[i] = entry, t
