@@ -370,3 +370,81 @@ def test_bench_plot_without_matplotlib_is_a_usage_error(tmp_path: Path) -> None:
     assert (
         proc.stderr == "asynccomp: error: --plot needs matplotlib: pip install 'asynccomp[plot]'\n"
     )
+
+
+# -- the benchmark scripts' corpus (issue 39) --------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Every script under benchmarks/ that reads a corpus.
+CORPUS_SCRIPTS = (
+    "cache.sweep",
+    "cache.tiers",
+    "compile.cold_batch",
+    "compile.nvrtc_scaling",
+    "compile.ptx_backends",
+    "compile.ray_executor",
+    "compile.split_compile",
+    "compile.time_predictors",
+    "parity.fast_path_sass",
+    "parity.tvm_binaries",
+    "tuners.ms_callbacks",
+)
+
+
+def test_every_corpus_script_is_listed() -> None:
+    readers = {
+        ".".join(path.relative_to(REPO / "benchmarks").with_suffix("").parts)
+        for path in (REPO / "benchmarks").rglob("*.py")
+        if path.name != "_corpus.py"
+        and any(s in path.read_text() for s in ('"--corpus"', "add_corpus_argument(parser)"))
+    }
+    assert readers == set(CORPUS_SCRIPTS)
+
+
+def test_no_benchmark_points_at_the_developers_folder() -> None:
+    """Nothing a user runs or reads defaults to, or names, ``../shared``: a folder of the
+    developers' that users do not have."""
+    for path in sorted((REPO / "benchmarks").rglob("*")):
+        if path.suffix not in (".py", ".sh", ".md") or "results" in path.parts:
+            continue
+        text = path.read_text()
+        assert "../shared" not in text, path
+        assert '"shared" / "corpus"' not in text, path
+
+
+@pytest.mark.parametrize("script", CORPUS_SCRIPTS)
+def test_a_missing_corpus_is_one_line_naming_make_corpus(script: str, tmp_path: Path) -> None:
+    """Each script's default is the built-in examples; a ``--corpus`` folder that is not
+    there ends it with one line saying how to make it."""
+    missing = tmp_path / "corpus"
+    argv = [sys.executable, "-m", f"benchmarks.{script}", "--corpus", str(missing)]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (
+        f"corpus {missing}: no such folder; make it with "
+        f"`python -m benchmarks.corpus.make_corpus --out {missing}` (TVM 0.27 in a venv, "
+        "see its --help), or leave out --corpus for the built-in examples\n"
+    )
+    missing.mkdir()  # a folder without kernels: the same advice
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no .cu files in it; make it with" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    help_text = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{script}", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert "default: the built-in examples" in " ".join(help_text.split())
+
+
+def test_the_corpus_folder_the_docs_use_is_git_ignored() -> None:
+    """``make_corpus --out corpus`` (the README's) writes into the checkout: git ignores it."""
+    proc = subprocess.run(
+        ["git", "check-ignore", "-q", "corpus/GMM_0_000_0123456789ab.cu"],
+        cwd=REPO,
+        timeout=60,
+    )
+    assert proc.returncode == 0
