@@ -182,3 +182,39 @@ def test_a_virtual_architecture_compiles_to_ptx(tmp_path: Path) -> None:
     (binary,) = out.iterdir()
     assert binary.name == "k.ptx"
     assert ".target sm_90a" in binary.read_text()
+
+
+def _help_of(text: str, flag: str) -> str:
+    """One option's help in ``--help`` output, as one line."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(flag))
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith(" " * 10) or line.strip().startswith("-"):
+            break
+        block.append(line)
+    return " ".join(" ".join(block).split())
+
+
+def test_every_list_of_backends_in_the_help_is_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The help names every registered backend where it lists backends (nvjitlink was
+    missing from hand-written ones), and a backend added to the registry shows up."""
+    from asynccomp.backends import BACKENDS, backend_class, backend_names
+
+    text = run_cli("compile", "--help", env=_env(tmp_path)).stdout
+    ptx_readers = [n for n in backend_names() if backend_class(n).source_suffix == ".ptx"]
+    assert len(ptx_readers) >= 2
+    assert f".ptx with --backend {' or '.join(ptx_readers)}" in _help_of(text, "paths")
+    for flag in ("--backend", "--output"):
+        for name in backend_names():
+            assert name in _help_of(text, flag).split("}", 1)[1], (flag, name)
+    doctor = run_cli("doctor", "--help", env=_env(tmp_path)).stdout
+    assert "{" + ",".join(backend_names()) + "}" in doctor
+
+    from asynccomp.cli._compile import backend_help, output_help, paths_help
+
+    monkeypatch.setitem(BACKENDS, "ptx2", BACKENDS["ptx"])
+    assert "--backend ptx, nvjitlink or ptx2" in paths_help()
+    assert "ptx2" in backend_help() and "ptx2" in output_help()

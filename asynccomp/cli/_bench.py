@@ -77,7 +77,8 @@ def add_parser(sub: Any) -> None:
         type=word_list,
         default=["tvm", "threads", "processes"],
         metavar="LIST",
-        help="comma-separated, from tvm, threads, processes, nvcc (default: tvm,threads,processes)",
+        help=f"comma-separated, from {', '.join(bench.CONFIG_KINDS)} "
+        "(default: tvm,threads,processes)",
     )
     p.add_argument(
         "--workers",
