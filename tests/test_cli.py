@@ -458,3 +458,43 @@ def test_a_missing_nvcc_is_said_once(tmp_path: Path) -> None:
     assert proc.stderr.count("nvcc was not found") == 1, proc.stderr
     assert "--- 3 jobs (k0, k1, k2)" in proc.stderr
     assert "pip install nvidia-cuda-nvcc nvidia-cuda-crt" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "size", "shown"),
+    [
+        ("5G", 5 * 10**9, "5.0 GB"),  # as ccache: G is 10^9 ...
+        ("5GB", 5 * 10**9, "5.0 GB"),
+        ("5GiB", 5 * 2**30, "5.0 GiB"),  # ... and Gi 2^30
+        ("5Gi", 5 * 2**30, "5.0 GiB"),
+        ("1.5G", 1_500_000_000, "1.5 GB"),
+        ("500M", 500 * 10**6, "500.0 MB"),
+        ("512MiB", 512 * 2**20, "512.0 MiB"),
+        ("800K", 800_000, "800.0 KB"),
+        ("999", 999, "999 B"),
+    ],
+)
+def test_sizes_are_shown_in_the_units_they_were_given_in(given: str, size: int, shown: str) -> None:
+    from asynccomp.cache._settings import format_size, parse_size
+
+    assert parse_size(given) == size and format_size(size) == shown
+    assert parse_size(shown) == size  # what is shown reads back as the same size
+
+
+def test_cache_max_size_shows_back_what_was_given(tmp_path: Path) -> None:
+    """``cache -M 5G`` then ``cache stats`` shows "of 5.0 GB" (it showed "of 4.65661 GiB")."""
+    cache = tmp_path / "cache"
+    assert "of 4.0 GiB (the default)" in asynccomp("cache", "stats", cache=cache).stdout
+    stored = asynccomp("cache", "-M", "5G", cache=cache)
+    assert stored.returncode == 0, stored.stderr
+    assert stored.stdout.startswith("max size 5.0 GB (5000000000 bytes) stored in")
+    size = next(
+        line
+        for line in asynccomp("cache", cache=cache).stdout.splitlines()
+        if line.startswith("size ")
+    )
+    assert size == "size             0 B of 5.0 GB (settings.json in the cache folder)"
+    assert asynccomp("cache", "-M", "5GiB", cache=cache).returncode == 0
+    assert "0 B of 5.0 GiB (settings.json" in asynccomp("cache", cache=cache).stdout
+    help_text = " ".join(asynccomp("cache", "--help", cache=cache).stdout.split())
+    assert "5G = 5 x 10^9 bytes, 5GiB = 5 x 2^30" in help_text
