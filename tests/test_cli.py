@@ -498,3 +498,46 @@ def test_cache_max_size_shows_back_what_was_given(tmp_path: Path) -> None:
     assert "0 B of 5.0 GiB (settings.json" in asynccomp("cache", cache=cache).stdout
     help_text = " ".join(asynccomp("cache", "--help", cache=cache).stdout.split())
     assert "5G = 5 x 10^9 bytes, 5GiB = 5 x 2^30" in help_text
+
+
+def test_every_progress_frame_has_the_same_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bar, counts and clocks keep their places from frame to frame: 9/120 and
+    120/120, 0:05 and 1:01:05, no ETA and an ETA all take the same room."""
+    import io
+
+    from asynccomp import CompileJob, CompileResult
+    from asynccomp.cli._progress import Estimates, ProgressBar
+    from asynccomp.errors import CompileError
+
+    monkeypatch.setenv("COLUMNS", "120")
+    jobs = [CompileJob(scale_kernel(float(i)), name=f"k{'x' * (i % 7)}{i}") for i in range(120)]
+    running: list[tuple[CompileJob, float]] = []
+    stream = io.StringIO()
+    bar = ProgressBar(
+        len(jobs),
+        stream,
+        estimates=Estimates({job: 0.5 + i for i, job in enumerate(jobs)}, workers=4),
+        running=lambda: running,
+    )
+    frames = [bar.line(now=bar.started + t) for t in (0.0, 5.0, 65.0, 3665.0)]
+    for i, job in enumerate(jobs):
+        running[:] = [(j, 0.1 * k) for k, j in enumerate(jobs[i : i + 1 + i % 5])]
+        failed = i % 11 == 3
+        bar.job_done(
+            CompileResult(
+                job,
+                "cubin",
+                ARCH,
+                None if failed else b"\0" * 8,
+                error=CompileError("boom") if failed else None,
+                elapsed=0.01 * i,
+                cached=i % 3 == 0,
+            )
+        )
+        frames.append(bar.line(now=bar.started + i * 37.0))
+    assert {len(frame) for frame in frames} == {119}  # the terminal's width, less one
+    for field in ("] ", " done, ", " failed, ", " cached, ETA ", ", now: "):
+        assert len({f.index(field) for f in frames if field in f}) == 1, field
+    # What went to the terminal: every redraw of the bar as wide.
+    redraws = [chunk for chunk in stream.getvalue().split("\r") if chunk.startswith("[")]
+    assert len(redraws) > len(jobs) and {len(chunk) for chunk in redraws} == {119}
