@@ -541,3 +541,24 @@ def test_every_progress_frame_has_the_same_width(monkeypatch: pytest.MonkeyPatch
     # What went to the terminal: every redraw of the bar as wide.
     redraws = [chunk for chunk in stream.getvalue().split("\r") if chunk.startswith("[")]
     assert len(redraws) > len(jobs) and {len(chunk) for chunk in redraws} == {119}
+
+
+def test_the_summary_counts_only_the_compiles_that_ran(tmp_path: Path) -> None:
+    """A job answered by an identical job's compile, or by the cache, ran no compile:
+    the compile time is summed over the compiles that ran, and says how many."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(2):
+        (src / f"k{i}.cu").write_text(scale_kernel(float(i + 1)))
+    (src / "copy.cu").write_text((src / "k0.cu").read_text())
+    cache = tmp_path / "cache"
+    first = asynccomp("compile", str(src), "--arch", ARCH, "--no-server", cache=cache)
+    assert first.returncode == 0, first.stderr
+    assert "3 succeeded (2 compiled, 0 from the cache, 1 deduplicated)" in first.stdout
+    assert "summed over the 2 compiles that ran (" in first.stdout
+    slowest = first.stdout.split("slowest jobs", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    assert len(slowest) == 2  # the shared answer is not a compile of its own
+    (src / "k2.cu").write_text(scale_kernel(3.0))
+    second = asynccomp("compile", str(src), "--arch", ARCH, "--no-server", cache=cache)
+    assert "4 succeeded (1 compiled, 3 from the cache)" in second.stdout
+    assert "summed over the 1 compile that ran (" in second.stdout
