@@ -218,3 +218,62 @@ def test_every_list_of_backends_in_the_help_is_the_registry(
     monkeypatch.setitem(BACKENDS, "ptx2", BACKENDS["ptx"])
     assert "--backend ptx, nvjitlink or ptx2" in paths_help()
     assert "ptx2" in backend_help() and "ptx2" in output_help()
+
+
+def _old_toolkit_root(folder: Path) -> Path:
+    """Where a CUDA 12.8 toolkit would be, as the search sees it: ``bin/nvcc`` (which
+    only tells its version) and headers older than NVRTC."""
+    (folder / "include").mkdir(parents=True)
+    (folder / "include" / "cuda.h").write_text("#define CUDA_VERSION 12080\n")
+    (folder / "include" / "cuda_runtime.h").write_text("#pragma once\n")
+    (folder / "bin").mkdir()
+    nvcc = folder / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.8, V12.8.93'\n")
+    nvcc.chmod(0o755)
+    return folder
+
+
+def test_doctor_says_when_the_header_wheels_are_installed_but_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A toolkit root with headers was found, so the installed header wheels are not
+    used: the doctor says so (not "use the header wheels"), and how to use them;
+    $ASYNCCOMP_CUDA_HEADERS=wheels then does."""
+    import argparse
+
+    from asynccomp.cli import _doctor
+    from asynccomp.errors import SettingsError
+    from asynccomp.toolkit import HEADERS_ENV, discover_toolkit, find_toolkit, wheel_include_dirs
+
+    wheels = wheel_include_dirs()
+    assert wheels, "the header wheels are asynccomp's dependencies"
+    root = _old_toolkit_root(tmp_path / "cuda-12.8")
+    env = {"CUDA_PATH": str(root), "PATH": ""}
+    old = discover_toolkit(env, default_roots=())
+    assert old.include_dirs[0] == root / "include" and old.cuda_root == root
+    monkeypatch.setattr(_doctor, "find_toolkit", lambda: old)
+    args = argparse.Namespace(backend=None, arch=None, json=False)
+    facts, _ = _doctor.report(args)
+    nvrtc = ".".join(map(str, find_toolkit().nvrtc_version or ()))
+    (note,) = [n for n in facts["notes"] if n.startswith("NVRTC")]
+    assert note.startswith(f"NVRTC {nvrtc} compiles against CUDA 12.8 headers ({root}/include)")
+    wheel_headers = facts["nvrtc"]["header_wheels"]["headers"]
+    assert f"The header wheels are installed (CUDA {wheel_headers} headers in {wheels[0]}" in note
+    assert "use the header wheels" not in note
+    assert (
+        "asynccomp uses them only when it finds no toolkit root with headers, and it found "
+        f"{root}: set {HEADERS_ENV}=wheels to compile against them"
+    ) in note
+    assert facts["nvrtc"]["header_wheels"]["used"] is False
+
+    # What the note says to do works: the wheels' headers, the root found all the same.
+    chosen = discover_toolkit({**env, HEADERS_ENV: "wheels"}, default_roots=())
+    assert list(chosen.include_dirs) == wheels and chosen.cuda_root == root
+    monkeypatch.setattr(_doctor, "find_toolkit", lambda: chosen)
+    facts, _ = _doctor.report(args)
+    assert facts["nvrtc"]["header_wheels"]["used"] is True
+    assert not any("use them only when" in n for n in facts["notes"])
+    with pytest.raises(SettingsError, match=f"invalid {HEADERS_ENV} 'bogus'"):
+        discover_toolkit({**env, HEADERS_ENV: "bogus"}, default_roots=())
+    bad = run_cli("doctor", env=_env(tmp_path, **{HEADERS_ENV: "bogus"}))
+    assert bad.returncode == 2 and bad.stderr.startswith(f"asynccomp: error: invalid {HEADERS_ENV}")
