@@ -9,8 +9,14 @@ even from several processes sharing a root) never share one. It holds:
 - ``compile.log``: the compiler's whole output;
 - ``<name>.cubin`` / ``.fatbin`` / ``.ptx``: the binary, byte-identical to ``result.binary``;
 - ``result.json``: job fields, status, error, timings, resources, toolkit versions;
-- for nvcc jobs, nvcc's ``--keep`` intermediates and ``rerun.sh``, which re-runs the
-  same command in that folder.
+- ``headers/``: the local headers the compile reads (outside the toolkit), copied at
+  their absolute paths below it, so that the folder alone reproduces the compile;
+- ``rerun.py`` for NVRTC and nvJitLink jobs: the same library call through
+  ``cuda.bindings`` (``python3 rerun.py`` writes ``rerun/<binary>`` and says whether its
+  bytes are the dumped binary's); ``rerun.sh`` for nvcc and ptx jobs, which re-runs the
+  same command in that folder (and nvcc's ``--keep`` intermediates). Both use the
+  original headers while they are unchanged, else the copies (see
+  :mod:`asynccomp._dump_repro`).
 
 The root also gets ``manifest.jsonl``, one JSON line per finished job, appended in a
 single ``write`` so lines from concurrent jobs never interleave. A job whose run stops
@@ -32,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._dump_repro import copy_local_headers, rerun_py, rerun_sh
 from .backends import PreparedCompile, backend_class
 from .backends._base import safe_stem
 from .errors import CompileTimeout, DumpDirError
@@ -93,20 +100,24 @@ class DumpRoot:
                 continue
             return folder
 
-    def write_inputs(self, folder: Path, prepared: PreparedCompile) -> None:
-        """Source and command: written before compiling, so a hang still leaves a repro."""
+    def write_inputs(
+        self, folder: Path, prepared: PreparedCompile, compiled_in: str | None = None
+    ) -> None:
+        """Source, command, the local headers and the rerun script: written before
+        compiling, so a hang still leaves a reproduction. ``compiled_in``: the folder
+        the compiler runs in, when known (``rerun.py`` compiles there too)."""
         (folder / prepared.filename).write_bytes(_bytes(prepared.source))
+        copies = copy_local_headers(folder, prepared)
         if backend_class(prepared.backend).runs_program:
             command = shlex.join(prepared.options) + "\n"
-            (folder / "rerun.sh").write_bytes(
-                _bytes(
-                    "#!/bin/sh\n# Re-run the compile exactly as asynccomp ran it.\n"
-                    f'cd "$(dirname "$0")" && exec {command}'
-                )
-            )
+            (folder / "rerun.sh").write_bytes(_bytes(rerun_sh(prepared, copies, folder)))
             (folder / "rerun.sh").chmod(0o755)
         else:
             command = "\n".join(prepared.options) + "\n"
+            script = rerun_py(prepared, copies, folder, compiled_in)
+            if script is not None:
+                (folder / "rerun.py").write_bytes(_bytes(script))
+                (folder / "rerun.py").chmod(0o755)
         (folder / "command.txt").write_bytes(_bytes(command))
 
     def write_outputs(
