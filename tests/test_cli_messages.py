@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -277,3 +278,79 @@ def test_doctor_says_when_the_header_wheels_are_installed_but_not_used(
         discover_toolkit({**env, HEADERS_ENV: "bogus"}, default_roots=())
     bad = run_cli("doctor", env=_env(tmp_path, **{HEADERS_ENV: "bogus"}))
     assert bad.returncode == 2 and bad.stderr.startswith(f"asynccomp: error: invalid {HEADERS_ENV}")
+
+
+# -- a warning names the caller's line, not asynccomp's (issue 39) ----------------------
+
+
+def _sites(caught: Any) -> list[tuple[str, str]]:
+    return [(Path(w.filename).name, w.category.__name__) for w in caught]
+
+
+def test_a_warning_of_a_call_names_the_callers_line() -> None:
+    from asynccomp import Engine
+    from asynccomp.errors import ResourceLimitWarning
+
+    with pytest.warns(ResourceLimitWarning, match="lowered") as caught:
+        Engine(arch=ARCH, nvrtc_workers=100_000)
+    assert {w.filename for w in caught} == {__file__}, _sites(caught)
+
+
+async def test_a_warning_from_an_engines_thread_names_the_line_that_started_it(
+    tmp_path: Path, team_key: str
+) -> None:
+    """The unusable folder is found in a worker thread, the unreachable remote cache in
+    the engine's tasks: their warnings name the ``async with`` (no asynccomp line)."""
+    from asynccomp import CompileJob, Engine
+    from asynccomp.cache import CacheDirWarning, RemoteCacheWarning
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nobody listens there
+    with pytest.warns(CacheDirWarning, match="not usable") as caught:
+        async with Engine(arch=ARCH, cache_dir=blocker / "cache", server=None) as engine:
+            assert (await engine.compile(CompileJob(scale_kernel(81.0)))).ok
+    assert {w.filename for w in caught} == {__file__}, _sites(caught)
+    with pytest.warns(RemoteCacheWarning, match="not usable") as caught:
+        async with Engine(arch=ARCH, cache_dir=tmp_path / "c", remote_cache=url) as engine:
+            assert (await engine.compile(CompileJob(scale_kernel(82.0)))).ok
+    assert {w.filename for w in caught} == {__file__}, _sites(caught)
+
+
+def test_a_warning_from_a_sync_engines_loop_names_the_line_that_started_it(
+    tmp_path: Path,
+) -> None:
+    from asynccomp import SyncEngine
+    from asynccomp.cache import CacheDirWarning
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    engine = SyncEngine(arch=ARCH, cache_dir=blocker / "cache", server=None)
+    with pytest.warns(CacheDirWarning, match="not usable") as caught:
+        engine.start()
+    engine.close()
+    assert {w.filename for w in caught} == {__file__}, _sites(caught)
+    # Code with no source file to show (python -c) is named as Python names it.
+    code = (
+        "from asynccomp import SyncEngine\n"
+        f"with SyncEngine(arch={ARCH!r}, cache_dir={str(blocker / 'cache')!r}, server=None):\n"
+        "    pass\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.startswith("<string>:2: CacheDirWarning: compile cache folder")
+
+
+def test_a_cache_warning_names_the_callers_line(tmp_path: Path) -> None:
+    from asynccomp.cache import CacheCorruptionWarning, DiskCache
+
+    from .test_cache_store import key_of, make_entry
+
+    cache = DiskCache(tmp_path)
+    cache.put(key_of(5), make_entry())
+    cache.path_of(key_of(5)).write_bytes(b"garbage")
+    with pytest.warns(CacheCorruptionWarning, match="corrupt") as caught:
+        assert cache.get(key_of(5)) is None
+    assert {w.filename for w in caught} == {__file__}, _sites(caught)

@@ -20,7 +20,6 @@ takes down what it had started, in reverse order, and raises.
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ import anyio.to_thread
 
 from .._os import empty_folder
 from .._scheduler.local import InProcessRunner, MakeBackends, check_arch
+from .._warn import warn
 from ..backends import CompilerBackend, compiler_versions
 from ..cache import TieredCache
 from ..config import EngineConfig, OnServer
@@ -162,7 +162,7 @@ async def _on_server(
     if mismatch is not None:
         raise ServerError(mismatch)
     for warning in client.overridden_settings():
-        warnings.warn(warning, AsyncCompWarning, stacklevel=4)
+        warn(warning, AsyncCompWarning)
     theirs = client.welcome.settings
     modes = theirs.get("modes") if theirs.get("executor") == "local" else None
     if isinstance(modes, dict):

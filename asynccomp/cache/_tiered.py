@@ -29,7 +29,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import logging
-import warnings
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -39,6 +38,7 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
+from .._warn import warn
 from ..backends import BackendOutput, PreparedCompile
 from ..errors import CacheUnavailable
 from ..toolkit import Toolkit
@@ -341,10 +341,9 @@ def open_cache(
         try:
             tiers.append(DiskTier(DiskCache(folder, bound)))
         except CacheUnavailable as exc:
-            warnings.warn(
+            warn(
                 f"compile cache folder {folder} is not usable ({exc}); caching in memory only",
                 CacheDirWarning,
-                stacklevel=2,
             )
     if remote is not None:
         tiers.append(RemoteTier(remote, stats))
