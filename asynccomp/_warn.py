@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 __all__ = ("CallSite", "call_site", "calls_from", "warn")
@@ -65,7 +66,7 @@ def call_site(skip: int = 1) -> CallSite | None:
     """The innermost frame of this thread's stack outside asynccomp and the machinery
     (``skip``: frames to leave out first, this function's being 0), or ``None``."""
     machinery = _machinery()
-    frame = sys._getframe(skip)
+    frame: FrameType | None = sys._getframe(skip)
     while frame is not None and frame.f_code.co_filename.startswith(machinery):
         frame = frame.f_back
     if frame is None:

@@ -47,6 +47,7 @@ __all__ = (
     "target_triple",
     "tool_version",
     "toolkit_fingerprint",
+    "wheel_include_dirs",
 )
 
 DEFAULT_ROOTS: tuple[str, ...] = ("/usr/local/cuda",)

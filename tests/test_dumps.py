@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -212,7 +213,9 @@ def _rerun(script: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[s
 
 
 @pytest.mark.parametrize("mode", ["threads", "processes"])
-async def test_an_nvrtc_dump_reruns_from_its_folder_alone(tmp_path: Path, mode: str) -> None:
+async def test_an_nvrtc_dump_reruns_from_its_folder_alone(
+    tmp_path: Path, mode: Literal["threads", "processes"]
+) -> None:
     """The local headers the compile read are in the dump, and its rerun.py makes the
     same cubin: byte for byte while the headers are where they were, and the same code
     from the copies once they are gone."""
