@@ -9,8 +9,14 @@ even from several processes sharing a root) never share one. It holds:
 - ``compile.log``: the compiler's whole output;
 - ``<name>.cubin`` / ``.fatbin`` / ``.ptx``: the binary, byte-identical to ``result.binary``;
 - ``result.json``: job fields, status, error, timings, resources, toolkit versions;
-- for nvcc jobs, nvcc's ``--keep`` intermediates and ``rerun.sh``, which re-runs the
-  same command in that folder.
+- ``headers/``: the local headers the compile reads (outside the toolkit), copied at
+  their absolute paths below it, so that the folder alone reproduces the compile;
+- ``rerun.py`` for NVRTC and nvJitLink jobs: the same library call through
+  ``cuda.bindings`` (``python3 rerun.py`` writes ``rerun/<binary>`` and says whether its
+  bytes are the dumped binary's); ``rerun.sh`` for nvcc and ptx jobs, which re-runs the
+  same command in that folder (and nvcc's ``--keep`` intermediates). Both use the
+  original headers while they are unchanged, else the copies (see
+  :mod:`asynccomp._dump_repro`).
 
 The root also gets ``manifest.jsonl``, one JSON line per finished job, appended in a
 single ``write`` so lines from concurrent jobs never interleave. A job whose run stops
@@ -20,8 +26,9 @@ Writing a dump never costs a compile result: an I/O error becomes a warning on t
 result, and the sweep goes on.
 
 Everything a dump writes gets the mode the engine's umask says (:mod:`asynccomp._perms`:
-by default private to the user, folders 0700 and files 0600; ``rerun.sh`` is also
-executable by those who may read it): a dump holds whole sources.
+by default private to the user, folders 0700 and files 0600; ``rerun.sh`` and
+``rerun.py`` are also executable by those who may read them; the copies under
+``headers/`` too): a dump holds whole sources.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._dump_repro import copy_local_headers, rerun_py, rerun_sh
 from ._perms import folder_mode, make_folders, open_new, set_mode, umask_of, write_new
 from .backends import PreparedCompile, backend_class
 from .backends._base import safe_stem
@@ -52,6 +60,8 @@ __all__ = (
 )
 
 MANIFEST = "manifest.jsonl"
+#: A dump's scripts: executable, unlike the other files.
+_SCRIPTS = ("rerun.sh", "rerun.py")
 
 
 def default_dump_root() -> Path:
@@ -102,21 +112,27 @@ class DumpRoot:
             folder.chmod(folder_mode(self.umask))
             return folder
 
-    def write_inputs(self, folder: Path, prepared: PreparedCompile) -> None:
-        """Source and command: written before compiling, so a hang still leaves a repro."""
+    def write_inputs(
+        self, folder: Path, prepared: PreparedCompile, compiled_in: str | None = None
+    ) -> None:
+        """Source, command, the local headers and the rerun script: written before
+        compiling, so a hang still leaves a reproduction. ``compiled_in``: the folder
+        the compiler runs in, when known (``rerun.py`` compiles there too)."""
         write_new(folder / prepared.filename, _bytes(prepared.source), self.umask)
+        copies = copy_local_headers(folder, prepared, self.umask)
         if backend_class(prepared.backend).runs_program:
             command = shlex.join(prepared.options) + "\n"
-            rerun = folder / "rerun.sh"
-            script = (
-                "#!/bin/sh\n# Re-run the compile exactly as asynccomp ran it.\n"
-                f'cd "$(dirname "$0")" && exec {command}'
-            )
-            write_new(rerun, _bytes(script), self.umask)
-            rerun.chmod(folder_mode(self.umask))  # executable by whoever may read it
+            self._write_script(folder / "rerun.sh", rerun_sh(prepared, copies, folder))
         else:
             command = "\n".join(prepared.options) + "\n"
+            script = rerun_py(prepared, copies, folder, compiled_in)
+            if script is not None:
+                self._write_script(folder / "rerun.py", script)
         write_new(folder / "command.txt", _bytes(command), self.umask)
+
+    def _write_script(self, path: Path, script: str) -> None:
+        write_new(path, _bytes(script), self.umask)
+        path.chmod(folder_mode(self.umask))  # executable by whoever may read it
 
     def write_outputs(
         self,
@@ -137,7 +153,7 @@ class DumpRoot:
         self.append_manifest(record)
         with os.scandir(folder) as entries:  # nvcc's intermediates, made in its own folder
             for entry in entries:
-                if entry.name != "rerun.sh":
+                if entry.name not in _SCRIPTS:
                     set_mode(Path(entry.path), self.umask, folder=entry.is_dir())
 
     def write_interrupted(

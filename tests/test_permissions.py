@@ -42,8 +42,24 @@ def _open_to_others(root: Path) -> dict[str, str]:
     return {name: f"{mode:04o}" for name, mode in _modes(root).items() if mode & 0o077}
 
 
+#: A dump's scripts: executable by whoever may read them (modes as a folder's).
+SCRIPTS = ("rerun.sh", "rerun.py")
+HEADER = "#pragma once\n#define SCALE 2.0f\n"
+USES_HEADER = (
+    '#include "scale.h"\nextern "C" __global__ void h(float* a) { a[threadIdx.x] *= SCALE; }\n'
+)
+
+
 async def _compile_and_dump(tmp_path: Path, umask: int | None = None, nvcc: bool = False) -> None:
-    jobs = [CompileJob(scale_kernel(), name="k", dump=True)]
+    """Compile and dump an NVRTC job (rerun.py), one that reads a local header (copied
+    under the dump's headers/) and, with ``nvcc``, an nvcc job (rerun.sh)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "scale.h").write_text(HEADER)
+    jobs = [
+        CompileJob(scale_kernel(), name="k", dump=True),
+        CompileJob(USES_HEADER, name="h", options=[f"-I{src}"], dump=True),
+    ]
     if nvcc:
         jobs.append(CompileJob(scale_kernel(3.0), name="n", backend="nvcc", dump=True))
     async with Engine(
@@ -65,6 +81,8 @@ async def test_cache_and_dumps_are_private_by_default(
     dumps = _modes(tmp_path / "dumps")
     assert {m for n, m in dumps.items() if (tmp_path / "dumps" / n).is_dir()} == {0o700}
     assert any(n.endswith("rerun.sh") and m == 0o700 for n, m in dumps.items())
+    assert any(n.endswith("rerun.py") and m == 0o700 for n, m in dumps.items())
+    assert any(n.endswith("/src/scale.h") and m == 0o600 for n, m in dumps.items())  # a copy
     assert any(n.endswith(".ii") or n.endswith(".ptx") for n in dumps)  # nvcc's intermediates
 
 
@@ -83,8 +101,9 @@ async def test_a_umask_setting_shares_what_is_written(
         await _compile_and_dump(tmp_path, umask=umask)
     for root in (tmp_path / "cache", tmp_path / "dumps"):
         for name, mode in _modes(root).items():
-            folder = (root / name).is_dir()
-            assert mode == (0o777 if folder else 0o666) & ~umask, (root, name, oct(mode))
+            executable = (root / name).is_dir() or name.endswith(SCRIPTS)
+            assert mode == (0o777 if executable else 0o666) & ~umask, (root, name, oct(mode))
+        assert any("/headers/" in name for name in _modes(root)) == (root.name == "dumps")
 
 
 def test_a_bad_umask_is_a_settings_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from .._scheduler.local import InProcessRunner, check_arch, default_backends
+from .._warn import CallSite, call_site, calls_from
 from ..backends import BackendSettings
 from ..config import (
     KEYWORDS,
@@ -217,6 +218,7 @@ class Engine(EngineView):
         model = config.job.cost_model
         self.cost_model = CostModel() if model is None else model
         self._life = Lifecycle()
+        self._started_from: CallSite | None = None  # set by a SyncEngine's start
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -226,16 +228,19 @@ class Engine(EngineView):
         return self._life.state
 
     async def __aenter__(self: _Engine) -> _Engine:
-        await self._life.start(
-            lambda task_group, stack: assemble(
-                self.config,
-                runner=self._runner,
-                cost_model=self.cost_model,
-                make_backends=self._make_backends,
-                task_group=task_group,
-                stack=stack,
+        # Warnings of the start, and of the tasks and threads it starts, name this call
+        # (or the one that started a SyncEngine) when they have no caller's frame.
+        with calls_from(self._started_from or call_site(2)):
+            await self._life.start(
+                lambda task_group, stack: assemble(
+                    self.config,
+                    runner=self._runner,
+                    cost_model=self.cost_model,
+                    make_backends=self._make_backends,
+                    task_group=task_group,
+                    stack=stack,
+                )
             )
-        )
         return self
 
     async def __aexit__(

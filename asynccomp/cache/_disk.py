@@ -189,9 +189,7 @@ class DiskCache:
         with self._lock:
             self.read_errors += 1
             self.last_error = exc
-        self._warn_once(
-            CacheReadWarning, f"compile-cache read failed ({exc}); treated as a miss", 4
-        )
+        self._warn_once(CacheReadWarning, f"compile-cache read failed ({exc}); treated as a miss")
 
     def _heal(self, path: Path, reason: str) -> None:
         """Remove what sits in an entry's place and is not an entry file (a folder, a
@@ -200,7 +198,7 @@ class DiskCache:
             remove(path)
         except OSError:
             return
-        warn_or_log(f"compile-cache entry {path} was {reason}; removed", CacheCorruptionWarning, 4)
+        warn_or_log(f"compile-cache entry {path} was {reason}; removed", CacheCorruptionWarning)
 
     @staticmethod
     def _touch(fd: int, path: Path) -> None:
@@ -218,9 +216,7 @@ class DiskCache:
                 path.unlink()
         except OSError:
             pass  # already gone (another process got there first) or not removable
-        warn_or_log(
-            f"corrupt compile-cache entry {path} deleted: {reason}", CacheCorruptionWarning, 3
-        )
+        warn_or_log(f"corrupt compile-cache entry {path} deleted: {reason}", CacheCorruptionWarning)
 
     # -- writing
 
@@ -292,22 +288,20 @@ class DiskCache:
                 f.flush()
                 os.fsync(f.fileno())
 
-    def _write_failed(self, exc: OSError, stacklevel: int = 4) -> None:
+    def _write_failed(self, exc: OSError) -> None:
         with self._lock:
             self.write_errors += 1
             self.last_error = exc
-        self._warn_once(
-            CacheWriteWarning, f"compile-cache write failed ({exc}); not cached", stacklevel
-        )
+        self._warn_once(CacheWriteWarning, f"compile-cache write failed ({exc}); not cached")
 
-    def _warn_once(self, category: type[Warning], message: str, stacklevel: int) -> None:
+    def _warn_once(self, category: type[Warning], message: str) -> None:
         # Once per cache and kind: a full disk would otherwise warn for every job of a
         # sweep. The counters and last_error keep the full record.
         with self._lock:
             if category in self._warned:
                 return
             self._warned.add(category)
-        warn_or_log(f"{message} [cache {self.directory}]", category, stacklevel)
+        warn_or_log(f"{message} [cache {self.directory}]", category)
 
     # -- size and eviction
 
@@ -362,7 +356,7 @@ class DiskCache:
             return self._trim_locked(target)
         except OSError as exc:
             # Only the listing of the versioned folder itself gets here.
-            self._write_failed(exc, stacklevel=5)
+            self._write_failed(exc)
             return 0
         finally:
             self._evict_lock.release()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._warn import warn
 from ..errors import CacheWarning
 
 __all__ = (
@@ -54,15 +54,16 @@ class CacheTrustWarning(CacheDirWarning):
     ``$ASYNCCOMP_UMASK``)."""
 
 
-def warn_or_log(message: str, category: type[Warning], stacklevel: int) -> None:
-    """Log ``message`` and issue it as a ``category`` warning, which never raises.
+def warn_or_log(message: str, category: type[Warning]) -> None:
+    """Log ``message`` and issue it as a ``category`` warning (naming the caller's
+    line, :func:`asynccomp._warn.warn`), which never raises.
 
     A cache's trouble costs a hit or an entry, never a compile: under ``-W error``
     (pytest's ``filterwarnings = error``) a warning raised from a write would end the
     batch that wrote it, and its results with it. The log line says it then."""
     logger.warning("asynccomp: %s", message)
     try:
-        warnings.warn(message, category, stacklevel=stacklevel + 1)
+        warn(message, category)
     except category:
         pass  # made an error (-W error): the log line above says it
 

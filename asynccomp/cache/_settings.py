@@ -4,10 +4,14 @@ environment or the folder's own setting.
 Precedence: ``Engine(disk_cache_bytes=...)`` (or ``asynccomp serve``'s engine's), else
 ``$ASYNCCOMP_CACHE_MAX_SIZE``, else what ``asynccomp cache --max-size`` stored in the
 cache folder (``settings.json``, as ``ccache -M`` writes ``ccache.conf``), else 4 GiB.
-Sizes are written as ccache writes them: ``5G`` (10^9), ``5GiB`` or ``5Gi`` (2^30),
-``500M``, ``800K``, or bytes. ``0``, from any of the three, means no limit, as ccache's
-``-M 0`` does (a cache that keeps nothing on disk is ``Engine(cache_dir=False)``):
-:func:`disk_bound` turns it into the bound a :class:`~asynccomp.cache.DiskCache` takes.
+Sizes are written as ccache writes them: ``5G`` or ``5GB`` (5 x 10^9 bytes), ``5Gi`` or
+``5GiB`` (5 x 2^30), ``500M``, ``800K``, or bytes; K, M, G, T are powers of 1000, Ki,
+Mi, Gi, Ti powers of 1024. :func:`format_size` shows a size back in the same units: a
+whole number of binary units (the 4 GiB default, ``-M 5GiB``) in binary ones, any other
+size in decimal ones, one decimal place, as ccache shows ``5.0 GB``. ``0``, from any of
+the three, means no limit, as ccache's ``-M 0`` does (a cache that keeps nothing on disk
+is ``Engine(cache_dir=False)``): :func:`disk_bound` turns it into the bound a
+:class:`~asynccomp.cache.DiskCache` takes.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ __all__ = (
     "NO_LIMIT",
     "disk_bound",
     "SETTINGS_FILE",
+    "format_size",
+    "is_binary_size",
     "max_size",
     "parse_size",
     "store_max_size",
@@ -54,6 +60,28 @@ def parse_size(text: str, what: str = "size") -> int:
     number, unit, binary = found.groups()
     base = 1024 if binary else 1000
     return int(float(number) * base ** _POWERS[unit.upper()])
+
+
+def is_binary_size(size: int) -> bool:
+    """Whether ``size`` reads best in binary units: a whole number of KiB that is not a
+    whole number of KB (``5GiB``, ``512MiB``; not ``5G``, ``500M``)."""
+    return size > 0 and size % 1024 == 0 and size % 1000 != 0
+
+
+def format_size(size: int, binary: bool | None = None) -> str:
+    """``size`` bytes for people, in the units :func:`parse_size` reads: ``5.0 GB`` for
+    ``5G``, ``4.0 GiB`` for ``4GiB``, ``512 B`` under a kilobyte. ``binary`` picks the
+    units (default: :func:`is_binary_size`), so that two sizes side by side can share
+    them."""
+    binary = is_binary_size(size) if binary is None else binary
+    base, suffix = (1024, "iB") if binary else (1000, "B")
+    power = 0
+    while power < len(_POWERS) - 1 and size >= base ** (power + 1):
+        power += 1
+    if power == 0:
+        return f"{size} B"
+    unit = "KMGT"[power - 1]
+    return f"{size / base**power:.1f} {unit}{suffix}"
 
 
 def _stored(root: Path) -> int | None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import logging
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -48,6 +47,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from .._perms import UMASK_ENV
+from .._warn import warn
 from ..backends import BackendOutput, PreparedCompile
 from ..errors import CacheUnavailable
 from ..toolkit import Toolkit
@@ -386,23 +386,21 @@ def open_cache(
         try:
             disk = DiskCache(folder, disk_bound(bound), umask=umask)
         except CacheUnavailable as exc:
-            warnings.warn(
+            warn(
                 f"compile cache folder {folder} is not usable ({exc}); caching in memory only",
                 CacheDirWarning,
-                stacklevel=2,
             )
         else:
             why = untrusted(disk.directory, disk.umask)
             if why is None:
                 tiers.append(DiskTier(disk))
             else:
-                warnings.warn(
+                warn(
                     f"compile cache folder {folder} is not used: {why}, and whoever can "
                     "write there can forge entries; caching in memory only (chmod go-w it, "
                     "or share the cache on purpose: Engine(umask=0o002), "
                     f"${UMASK_ENV}=002)",
                     CacheTrustWarning,
-                    stacklevel=2,
                 )
     if remote is not None:
         tiers.append(RemoteTier(remote, stats))

@@ -24,7 +24,14 @@ from ..cache import (
     remote_cache_from_url,
 )
 from ..cache._remote import redacted_url
-from ..cache._settings import MAX_SIZE_ENV, max_size, parse_size, store_max_size
+from ..cache._settings import (
+    MAX_SIZE_ENV,
+    format_size,
+    is_binary_size,
+    max_size,
+    parse_size,
+    store_max_size,
+)
 from ..cache._stats import stats_lock
 from ..errors import AsyncCompError
 from ._args import add_umask
@@ -40,9 +47,13 @@ the team's key in $ASYNCCOMP_REMOTE_CACHE_KEY or $ASYNCCOMP_REMOTE_CACHE_KEY_FIL
   asynccomp cache clear      remove every entry
   asynccomp cache path       print the folder
   asynccomp cache -z         zero the statistics (ccache -z, sccache --zero-stats)
-  asynccomp cache -M 5G      keep at most 5 GB on disk (ccache -M; 5GiB: 5 x 2^30; 0: no
-                             limit), stored in the folder; $ASYNCCOMP_CACHE_MAX_SIZE
-                             overrides it, and Engine(disk_cache_bytes=...) overrides both
+  asynccomp cache -M 5G      keep at most 5 GB on disk (ccache -M; 0: no limit), stored in
+                             the folder; $ASYNCCOMP_CACHE_MAX_SIZE overrides it, and
+                             Engine(disk_cache_bytes=...) overrides both
+
+Sizes, as ccache writes them: K, M, G, T are powers of 1000 (5G or 5GB: 5 x 10^9 bytes),
+Ki, Mi, Gi, Ti powers of 1024 (5Gi or 5GiB: 5 x 2^30 bytes); stats shows a size in the
+units it was given in (5.0 GB, 5.0 GiB; the default bound is 4.0 GiB).
 
 The statistics are the folder's totals: every engine and compile server that caches
 there adds its counts (a server when each client leaves and when it stops).
@@ -65,7 +76,8 @@ def add_parser(sub: Any) -> None:
         "--max-size",
         default=None,
         metavar="SIZE",
-        help="keep at most SIZE on disk (5G, 500M, 5GiB; 0: no limit), stored in the cache folder",
+        help="keep at most SIZE on disk, stored in the cache folder: 5G = 5 x 10^9 bytes, "
+        "5GiB = 5 x 2^30, 500M, bytes; 0: no limit",
     )
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR", help="the folder")
     p.add_argument("--json", action="store_true", help="stats and verify: JSON on stdout")
@@ -96,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"statistics zeroed in {disk.directory}")
     if size is not None:
         store_max_size(disk.root, size)
-        shown = f"{size / 1e9:g} GB ({size} bytes)" if size else "0: no limit"
+        shown = f"{format_size(size)} ({size} bytes)" if size else "0: no limit"
         print(f"max size {shown} stored in {disk.directory}")
         if os.environ.get(MAX_SIZE_ENV, "").strip():
             print(f"asynccomp: warning: ${MAX_SIZE_ENV} is set and overrides it", file=sys.stderr)
@@ -198,11 +210,11 @@ def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
         print(json.dumps(report, indent=2))
         return 0
     rate = f"{100 * hits / lookups:.1f}%" if lookups else "-"
-    bound = f"{max_bytes / 2**30:g} GiB" if max_bytes else "no limit"
+    bound = format_size(max_bytes) if max_bytes else "no limit"
     lines = [
         f"folder           {report['folder']}",
         f"entries          {entries}",
-        f"size             {size / 2**20:.1f} MiB of {bound} ({max_from})",
+        f"size             {format_size(size, is_binary_size(max_bytes))} of {bound} ({max_from})",
         f"hits             {hits} of {lookups} lookups ({rate})",
         f"  memory         {totals['memory_hits']}",
         f"  disk           {totals['disk_hits']}",

@@ -61,6 +61,45 @@ folder that cannot be listed, a dangling link or a loop, a FIFO named x.cu: one 
 each on stderr), 130 when interrupted."""
 
 
+def _or(names: list[str]) -> str:
+    return " or ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _grouped(key: Any) -> dict[str, list[str]]:
+    """The registered backends' names grouped by ``key(backend class)``, in registry order."""
+    groups: dict[str, list[str]] = {}
+    for name in backend_names():
+        groups.setdefault(key(backend_class(name)), []).append(name)
+    return groups
+
+
+def paths_help() -> str:
+    """The help of the sources argument: each suffix the backends compile, from the
+    registry (a new backend shows up by itself)."""
+    by_suffix = _grouped(lambda b: b.source_suffix)
+    default_suffix = backend_class(DEFAULT_BACKEND).source_suffix
+    others = [
+        f"{suffix} with --backend {_or(names)}"
+        for suffix, names in by_suffix.items()
+        if suffix != default_suffix
+    ]
+    return f"source files ({'; '.join([default_suffix, *others])}), or folders searched for them"
+
+
+def backend_help() -> str:
+    """The help of --backend: what each registered backend compiles."""
+    by_source = _grouped(lambda b: f"{b.source_language} ({b.source_suffix} files)")
+    kinds = "; ".join(f"{', '.join(names)}: {source}" for source, names in by_source.items())
+    return f"default: {DEFAULT_BACKEND}; {kinds}"
+
+
+def output_help() -> str:
+    """The help of --output: each registered backend's default output."""
+    by_output = _grouped(lambda b: b.outputs[0])
+    each = "; ".join(f"{', '.join(names)}: {output}" for output, names in by_output.items())
+    return f"default: the backend's ({each})"
+
+
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "compile",
@@ -72,20 +111,20 @@ def add_parser(sub: Any) -> None:
         "paths",
         nargs="*",
         type=Path,
-        help="source files (.cu; .ptx with --backend ptx), or folders searched for them",
+        help=paths_help(),
     )
     p.add_argument("--examples", action="store_true", help="also compile the built-in examples")
     p.add_argument(
         "--backend",
         choices=backend_names(),
         default=DEFAULT_BACKEND,
-        help=f"default: {DEFAULT_BACKEND}; ptx compiles .ptx files (PTX -> cubin with ptxas)",
+        help=backend_help(),
     )
     p.add_argument(
         "--output",
         choices=OUTPUT_FORMATS,
         default=None,
-        help="default: the backend's (cubin for nvrtc and ptx, fatbin for nvcc)",
+        help=output_help(),
     )
     p.add_argument("--arch", type=arch, default=None, help="e.g. sm_90a (default: the local GPU's)")
     p.add_argument(

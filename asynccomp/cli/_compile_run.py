@@ -55,7 +55,6 @@ class CompileRun:
         self.unwritten = False  # --json could not be written: exit status 1
         self.display: Display | None = None
         self.where = engine.where
-        self.deduplicated = 0
 
     def _output_name(self, result: CompileResult) -> str | None:
         """The file ``--out`` gets for this result (named after its job), if any."""
@@ -93,9 +92,6 @@ class CompileRun:
                 tg.cancel_scope.cancel()
             versions = engine.compiler_versions
             self.where = engine.where
-            # Counted by this client for its own jobs, wherever they ran (a compile
-            # server tells each job's answer).
-            self.deduplicated = engine.statistics().deduplicated
         wall = time.monotonic() - started
         display.close("asynccomp: interrupted" if self.interrupted else "")
         return self._report(wall, versions)
@@ -153,7 +149,6 @@ class CompileRun:
                 wall,
                 total=len(self.jobs),
                 where=self.where,
-                deduplicated=self.deduplicated,
             ),
             file=self.out,
         )

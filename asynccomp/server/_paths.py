@@ -26,13 +26,13 @@ import socket
 import stat
 import struct
 import tempfile
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
 
 from .._version import __version__
+from .._warn import warn
 from ..errors import ServerError, ServerWarning
 from ..toolkit import toolkit_fingerprint
 from ._protocol import PROTOCOL
@@ -151,11 +151,7 @@ def private_folder(folder: Path | None = None) -> Path:
         if not shared:
             raise ServerError(str(exc)) from None
         mine = own_folder()
-        warnings.warn(
-            f"the compile server's folder {exc}; using {mine} instead",
-            ServerWarning,
-            stacklevel=2,
-        )
+        warn(f"the compile server's folder {exc}; using {mine} instead", ServerWarning)
         try:
             return _checked(mine)
         except _NotPrivate as taken:
