@@ -81,8 +81,10 @@ def _meaning(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
         return f"one of {names} (below)"
     cell = _cell(meaning)
     if action.choices is not None:
-        cell = (cell + "; " if cell else "") + "one of " + ", ".join(
-            f"`{choice}`" for choice in action.choices
+        cell = (
+            (cell + "; " if cell else "")
+            + "one of "
+            + ", ".join(f"`{choice}`" for choice in action.choices)
         )
     if action.nargs == "*":
         cell += " (any number)"
