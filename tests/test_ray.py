@@ -406,7 +406,7 @@ async def test_without_ray_installed_the_error_says_what_to_install(
 ) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
     # What to install, named as it exists: Ray itself, or the checkout's extra (asynccomp
-    # is not on PyPI, so 'asynccomp[ray]' is nothing pip can install).
+    # is not on PyPI: an extra of it by name is nothing pip can install).
     needed = r"pip install ray \(in asynccomp's checkout: pip install '\.\[ray\]'\)"
     with pytest.raises(ClusterError, match=needed):
         async with Engine(arch=ARCH, executor=RayExecutor()):
