@@ -67,7 +67,7 @@ def test_the_manual_has_snippets_on_every_guide() -> None:
 
 @pytest.mark.parametrize("code", SNIPPETS)
 def test_snippet_runs(code: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    name = re.sub(r"\W", "_", request.node.callspec.id) + ".py"
+    name = re.sub(r"\W", "_", request.node.name) + ".py"
     run_snippet(code, name, tmp_path)
 
 
@@ -116,7 +116,7 @@ _INTERNAL_VARIABLES = {"ASYNCCOMP_WORKER_PARENT"}
 
 def test_the_configuration_reference_has_every_environment_variable() -> None:
     text = (MANUAL / "reference" / "configuration.md").read_text()
-    read = set()
+    read: set[str] = set()
     for source in (ROOT / "asynccomp").rglob("*.py"):
         read |= set(re.findall(r"\b(ASYNCCOMP_[A-Z][A-Z_]*[A-Z])\b", source.read_text()))
     missing = sorted(read - _INTERNAL_VARIABLES - set(re.findall(r"`(ASYNCCOMP_\w+)`", text)))
