@@ -228,7 +228,7 @@ def write_plot(run: BenchRun, stats: Sequence[ConfigStats], path: Path) -> None:
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise BenchError("a plot needs matplotlib: pip install 'asynccomp[plot]'") from exc
+        raise BenchError("a plot needs matplotlib: pip install matplotlib") from exc
     baseline = next((s for s in stats if s.config.kind == "tvm"), None)
     fig = Figure(figsize=(8, 5), layout="constrained")
     ax = fig.subplots()

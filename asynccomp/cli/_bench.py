@@ -120,7 +120,7 @@ def add_parser(sub: Any) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="write a PNG of speedup against workers here (needs matplotlib: asynccomp[plot])",
+        help="write a PNG of speedup against workers here (needs matplotlib)",
     )
     add_umask(p)
     p.set_defaults(run=run)
@@ -235,14 +235,13 @@ def run(args: argparse.Namespace) -> int:
     except bench.BenchError as exc:
         return _error(str(exc))
     if args.plot is not None and not bench.plot_available():
-        return _error("--plot needs matplotlib: pip install 'asynccomp[plot]'")
+        return _error("--plot needs matplotlib: pip install matplotlib")
     for path in (args.json, args.plot):
         if path is not None and not path.parent.is_dir():
             return _error(f"no such folder for {path}: {path.parent}")
     if not bench.memory_sampling_available():
         print(
-            "bench: psutil is not installed, so peak memory is not measured "
-            "(pip install 'asynccomp[bench]')",
+            "bench: psutil is not installed, so peak memory is not measured (pip install psutil)",
             file=sys.stderr,
         )
     cpus = default_workers()

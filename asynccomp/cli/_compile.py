@@ -184,7 +184,7 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="ADDRESS",
         help="compile on actors of a Ray cluster: auto (the one this machine belongs to), "
-        "HOST:PORT or ray://HOST:PORT (needs pip install 'asynccomp[ray]')",
+        "HOST:PORT or ray://HOST:PORT (needs Ray: pip install ray)",
     )
     p.add_argument(
         "--ray-fallback",
