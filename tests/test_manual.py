@@ -110,8 +110,9 @@ def test_the_configuration_reference_has_every_engine_keyword() -> None:
     assert not missing, f"docs/reference/configuration.md lacks Engine keywords {missing}"
 
 
-# Variables asynccomp sets for its own child processes, not for users.
-_INTERNAL_VARIABLES = {"ASYNCCOMP_WORKER_PARENT"}
+# Variables asynccomp sets for its own child processes, not for users (none since the
+# process workers of asynccomp/workers/ stopped passing ASYNCCOMP_WORKER_PARENT).
+_INTERNAL_VARIABLES: frozenset[str] = frozenset()
 
 
 def test_the_configuration_reference_has_every_environment_variable() -> None:
