@@ -17,6 +17,9 @@ True
 
 from __future__ import annotations
 
+# First: `python -m asynccomp` must not import a stray ray.py from the working folder
+# (importing it drops that entry of sys.path; see the module).
+from . import _safe_path as _safe_path
 from ._version import __version__ as __version__
 from .config import EngineConfig
 from .engine import Engine, EngineState, EngineStatistics
@@ -37,6 +40,7 @@ from .errors import (
     ResourceLimitWarning,
     ServerError,
     ServerLost,
+    ServerWarning,
     SettingsError,
     TaskFailed,
     ToolkitNotFound,
@@ -74,6 +78,7 @@ __all__ = (
     "ResourceLimitWarning",
     "ServerError",
     "ServerLost",
+    "ServerWarning",
     "SettingsError",
     "SyncEngine",
     "TaskFailed",

@@ -9,8 +9,14 @@ even from several processes sharing a root) never share one. It holds:
 - ``compile.log``: the compiler's whole output;
 - ``<name>.cubin`` / ``.fatbin`` / ``.ptx``: the binary, byte-identical to ``result.binary``;
 - ``result.json``: job fields, status, error, timings, resources, toolkit versions;
-- for nvcc jobs, nvcc's ``--keep`` intermediates and ``rerun.sh``, which re-runs the
-  same command in that folder.
+- ``headers/``: the local headers the compile reads (outside the toolkit), copied at
+  their absolute paths below it, so that the folder alone reproduces the compile;
+- ``rerun.py`` for NVRTC and nvJitLink jobs: the same library call through
+  ``cuda.bindings`` (``python3 rerun.py`` writes ``rerun/<binary>`` and says whether its
+  bytes are the dumped binary's); ``rerun.sh`` for nvcc and ptx jobs, which re-runs the
+  same command in that folder (and nvcc's ``--keep`` intermediates). Both use the
+  original headers while they are unchanged, else the copies (see
+  :mod:`asynccomp._dump_repro`).
 
 The root also gets ``manifest.jsonl``, one JSON line per finished job, appended in a
 single ``write`` so lines from concurrent jobs never interleave. A job whose run stops
@@ -18,6 +24,11 @@ first (Ctrl-C, a cancelled call) gets both too, with status ``interrupted``.
 
 Writing a dump never costs a compile result: an I/O error becomes a warning on the
 result, and the sweep goes on.
+
+Everything a dump writes gets the mode the engine's umask says (:mod:`asynccomp._perms`:
+by default private to the user, folders 0700 and files 0600; ``rerun.sh`` and
+``rerun.py`` are also executable by those who may read them; the copies under
+``headers/`` too): a dump holds whole sources.
 """
 
 from __future__ import annotations
@@ -32,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._dump_repro import copy_local_headers, rerun_py, rerun_sh
+from ._perms import folder_mode, make_folders, open_new, set_mode, umask_of, write_new
 from .backends import PreparedCompile, backend_class
 from .backends._base import safe_stem
 from .errors import CompileTimeout, DumpDirError
@@ -47,6 +60,8 @@ __all__ = (
 )
 
 MANIFEST = "manifest.jsonl"
+#: A dump's scripts: executable, unlike the other files.
+_SCRIPTS = ("rerun.sh", "rerun.py")
 
 
 def default_dump_root() -> Path:
@@ -65,14 +80,17 @@ def job_key(prepared: PreparedCompile) -> str:
 
 
 class DumpRoot:
-    """A folder that receives job dump folders. Checked when made: it must be writable."""
+    """A folder that receives job dump folders. Checked when made: it must be writable.
+    ``umask``: the modes of what it writes (``None``: ``$ASYNCCOMP_UMASK``, else private
+    to the user; :mod:`asynccomp._perms`)."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], umask: int | None = None) -> None:
         self.path = Path(root).absolute()
+        self.umask = umask_of(umask)
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            make_folders(self.path, self.umask)
             probe = self.path / f".probe-{os.getpid()}-{threading.get_ident()}"
-            probe.write_bytes(b"")
+            write_new(probe, b"", self.umask)
             probe.unlink()
         except OSError as exc:
             raise DumpDirError(f"dump folder {self.path} is not usable: {exc}") from exc
@@ -88,26 +106,33 @@ class DumpRoot:
                 sequence = next(self._sequence)
             folder = self.path / f"{sequence:06d}-{name}-{key}"
             try:
-                folder.mkdir()
+                folder.mkdir(mode=0o700)
             except FileExistsError:  # another process sharing this root took it
                 continue
+            folder.chmod(folder_mode(self.umask))
             return folder
 
-    def write_inputs(self, folder: Path, prepared: PreparedCompile) -> None:
-        """Source and command: written before compiling, so a hang still leaves a repro."""
-        (folder / prepared.filename).write_bytes(_bytes(prepared.source))
+    def write_inputs(
+        self, folder: Path, prepared: PreparedCompile, compiled_in: str | None = None
+    ) -> None:
+        """Source, command, the local headers and the rerun script: written before
+        compiling, so a hang still leaves a reproduction. ``compiled_in``: the folder
+        the compiler runs in, when known (``rerun.py`` compiles there too)."""
+        write_new(folder / prepared.filename, _bytes(prepared.source), self.umask)
+        copies = copy_local_headers(folder, prepared, self.umask)
         if backend_class(prepared.backend).runs_program:
             command = shlex.join(prepared.options) + "\n"
-            (folder / "rerun.sh").write_bytes(
-                _bytes(
-                    "#!/bin/sh\n# Re-run the compile exactly as asynccomp ran it.\n"
-                    f'cd "$(dirname "$0")" && exec {command}'
-                )
-            )
-            (folder / "rerun.sh").chmod(0o755)
+            self._write_script(folder / "rerun.sh", rerun_sh(prepared, copies, folder))
         else:
             command = "\n".join(prepared.options) + "\n"
-        (folder / "command.txt").write_bytes(_bytes(command))
+            script = rerun_py(prepared, copies, folder, compiled_in)
+            if script is not None:
+                self._write_script(folder / "rerun.py", script)
+        write_new(folder / "command.txt", _bytes(command), self.umask)
+
+    def _write_script(self, path: Path, script: str) -> None:
+        write_new(path, _bytes(script), self.umask)
+        path.chmod(folder_mode(self.umask))  # executable by whoever may read it
 
     def write_outputs(
         self,
@@ -116,15 +141,20 @@ class DumpRoot:
         result: CompileResult,
         versions: dict[str, str | None],
     ) -> None:
-        """Log, binary, result.json, and the manifest line."""
-        (folder / "compile.log").write_bytes(_bytes(result.log))
+        """Log, binary, result.json, and the manifest line; the compiler's intermediates
+        moved in get the folder's modes too."""
+        write_new(folder / "compile.log", _bytes(result.log), self.umask)
         binary_name = None
         if result.binary is not None:
             binary_name = prepared.binary_name
-            (folder / binary_name).write_bytes(result.binary)
+            write_new(folder / binary_name, result.binary, self.umask)
         record = result_record(result, folder=folder, binary_name=binary_name, versions=versions)
-        (folder / "result.json").write_text(json.dumps(record, indent=2) + "\n")
+        write_new(folder / "result.json", _bytes(json.dumps(record, indent=2) + "\n"), self.umask)
         self.append_manifest(record)
+        with os.scandir(folder) as entries:  # nvcc's intermediates, made in its own folder
+            for entry in entries:
+                if entry.name not in _SCRIPTS:
+                    set_mode(Path(entry.path), self.umask, folder=entry.is_dir())
 
     def write_interrupted(
         self,
@@ -136,7 +166,7 @@ class DumpRoot:
         """``result.json`` and the manifest line of a job whose run stopped (Ctrl-C, a
         cancelled call) before it finished: status ``interrupted``, no binary."""
         record = interrupted_record(job, prepared, folder=folder, versions=versions)
-        (folder / "result.json").write_text(json.dumps(record, indent=2) + "\n")
+        write_new(folder / "result.json", _bytes(json.dumps(record, indent=2) + "\n"), self.umask)
         self.append_manifest(record)
 
     def append_manifest(self, record: dict[str, Any]) -> None:
@@ -153,7 +183,7 @@ class DumpRoot:
             "finished_at",
         )
         line = json.dumps({k: record.get(k) for k in keys}) + "\n"
-        fd = os.open(self.path / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = open_new(self.path / MANIFEST, os.O_WRONLY | os.O_APPEND, self.umask)
         try:
             os.write(fd, line.encode())  # one O_APPEND write: lines never interleave
         finally:

@@ -38,6 +38,8 @@ One tree, so ``except AsyncCompError`` catches everything this library means to 
     ├── CacheWarning                        the compile cache (see asynccomp.cache)
     ├── ClusterWarning                      the Ray cluster (fell back to local workers,
     │                                       refused or lost actors)
+    ├── ServerWarning                       the compile server's shared folder was taken
+    │                                       or open to others: a private one is used
     └── ResourceLimitWarning                a worker count was lowered to fit memory
 
 Compile failures do not raise out of ``Engine.compile``: they come back as
@@ -73,6 +75,7 @@ __all__ = (
     "ResourceLimitWarning",
     "ServerError",
     "ServerLost",
+    "ServerWarning",
     "SettingsError",
     "TaskFailed",
     "ToolkitNotFound",
@@ -267,6 +270,12 @@ class CacheWarning(AsyncCompWarning):
 class ClusterWarning(AsyncCompWarning):
     """The Ray cluster cost no result but something is off: the engine fell back to
     local workers, or actors were refused (another toolkit) or lost."""
+
+
+class ServerWarning(AsyncCompWarning):
+    """The compile server's folder in the shared temporary folder belongs to another
+    user or is open to others (another user made it first): a private folder of this
+    user's is used instead (:mod:`asynccomp.server`)."""
 
 
 class ResourceLimitWarning(AsyncCompWarning):

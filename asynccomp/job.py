@@ -174,15 +174,6 @@ class CompileJob:
             if "\x00" in option:
                 raise InvalidJob("options", option, "contains a NUL byte")
             _check_encodable("options", option)
-            if option.partition("=")[0] in ("--options-file", "-optf"):
-                raise InvalidJob(
-                    "options",
-                    option,
-                    "refused: a job's cache key covers its options, not a file's contents "
-                    "(a changed file would be answered from the cache), and the file's "
-                    "relative paths would mean the compiler's folder: put its options in "
-                    "CompileJob.options",
-                )
         object.__setattr__(self, "options", options)
         if self.timeout is not None:
             if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)):

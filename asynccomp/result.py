@@ -38,6 +38,8 @@ class CompileResult:
         dump_dir: this job's dump folder, when dumping was asked for.
         cached: ``True`` when the binary came from the compile cache.
         warnings: problems that did not stop the compile (e.g. a dump that failed).
+        shared: ``True`` when an identical job's compile, already under way, answered
+            this job too: it ran no compile of its own (``elapsed`` is that compile's).
     """
 
     job: CompileJob
@@ -53,6 +55,7 @@ class CompileResult:
     dump_dir: Path | None = None
     cached: bool = False
     warnings: tuple[str, ...] = ()
+    shared: bool = False
 
     @property
     def ok(self) -> bool:

@@ -34,6 +34,7 @@ import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ._wakers import soon_caller
+from ._warn import call_site
 from .engine import CompletedResults, Engine, EngineState, EngineStatistics
 from .errors import EngineClosed
 from .job import CompileJob
@@ -106,6 +107,8 @@ class SyncEngine:
         self._check_process()
         if self._stack is not None:
             return
+        # The engine starts on the portal's thread: its warnings name this call.
+        self.engine._started_from = call_site(2)
         with ExitStack() as stack:
             portal = stack.enter_context(start_blocking_portal())
             manager: AbstractContextManager[Engine] = portal.wrap_async_context_manager(self.engine)

@@ -12,9 +12,12 @@ so a missing compiler can be reported exactly:
 4. NVIDIA's pip wheels (``nvidia-cuda-nvcc``), found through ``cuda-pathfinder``
 
 NVRTC is the library ``cuda.bindings.nvrtc`` loads (usually the ``nvidia-cuda-nvrtc``
-wheel). Its include folders come from the toolkit root when one was found (``include``,
-``targets/<triple>/include`` and its ``cccl`` folder, as TVM passes them), else from the
-``nvidia-cuda-runtime`` and ``nvidia-cuda-cccl`` wheels.
+wheel). Its include folders come from the toolkit root when one with headers was found
+(``include``, ``targets/<triple>/include`` and its ``cccl`` folder, as TVM passes them),
+else from the ``nvidia-cuda-runtime`` and ``nvidia-cuda-cccl`` wheels (the header
+wheels). ``$ASYNCCOMP_CUDA_HEADERS=wheels`` takes the wheels' even where a toolkit root
+has headers (when NVRTC, a wheel too, is newer than the toolkit); ``auto`` (the default)
+is the order above.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     from .backends import CompilerInfo
 
 __all__ = (
+    "HEADERS_ENV",
     "Toolkit",
     "ToolkitLocation",
     "discover_toolkit",
@@ -47,9 +51,13 @@ __all__ = (
     "target_triple",
     "tool_version",
     "toolkit_fingerprint",
+    "wheel_include_dirs",
 )
 
 DEFAULT_ROOTS: tuple[str, ...] = ("/usr/local/cuda",)
+#: Whose headers NVRTC compiles against: ``auto`` (the toolkit root's, else the header
+#: wheels') or ``wheels`` (the header wheels', when installed).
+HEADERS_ENV = "ASYNCCOMP_CUDA_HEADERS"
 
 
 def target_triple() -> str:
@@ -161,6 +169,12 @@ def _include_dirs_of_root(root: Path) -> list[Path]:
             # include/ is often a link to targets/<triple>/include: pass each folder once.
             unique.setdefault(d.resolve(), d)
     return list(unique.values())
+
+
+def wheel_include_dirs() -> list[Path]:
+    """The include folders of the installed header wheels (``nvidia-cuda-runtime``,
+    ``nvidia-cuda-cccl``), whether or not NVRTC uses them; empty when not installed."""
+    return _wheel_include_dirs()
 
 
 def _wheel_include_dirs() -> list[Path]:
@@ -280,8 +294,21 @@ def _locate(
                 cuda_root = Path(maybe_root)
                 break
     include_dirs = _include_dirs_of_root(cuda_root) if cuda_root is not None else []
-    if not _has_runtime_header(include_dirs) and use_wheels:
-        include_dirs = _wheel_include_dirs()
+    headers = env.get(HEADERS_ENV, "").strip().lower() or "auto"
+    if headers not in ("auto", "wheels"):
+        from .errors import SettingsError
+
+        raise SettingsError(
+            HEADERS_ENV,
+            env.get(HEADERS_ENV),
+            "expected auto (the toolkit's headers, else the header wheels') or wheels",
+        )
+    if use_wheels and (headers == "wheels" or not _has_runtime_header(include_dirs)):
+        wheels = _wheel_include_dirs()
+        if _has_runtime_header(wheels) or not _has_runtime_header(include_dirs):
+            include_dirs = wheels
+        else:
+            searched.append(f"${HEADERS_ENV}=wheels: no header wheels installed")
     return ToolkitLocation(nvcc, cuda_root, tuple(include_dirs), tuple(searched))
 
 
@@ -372,7 +399,7 @@ def _fingerprint(backends: str) -> str:
         _distribution_versions(
             ["cuda-bindings", "nvidia-cuda-nvrtc", "nvidia-cuda-runtime", "nvidia-cuda-cccl"]
         ),
-        [os.environ.get(v) for v in ("CUDA_PATH", "CUDA_HOME", "LD_LIBRARY_PATH")],
+        [os.environ.get(v) for v in ("CUDA_PATH", "CUDA_HOME", "LD_LIBRARY_PATH", HEADERS_ENV)],
         sys.prefix,
         _backend_fingerprints(),
     ]

@@ -22,7 +22,7 @@ __all__ = ("LocalHead", "RayCluster", "actor_processes", "compiling_actors", "ne
 
 #: For tests that need Ray but no cluster of :class:`RayCluster` (which skips by itself).
 needs_ray = pytest.mark.skipif(
-    importlib.util.find_spec("ray") is None, reason="needs Ray (pip install 'asynccomp[ray]')"
+    importlib.util.find_spec("ray") is None, reason="needs Ray (pip install '.[ray]')"
 )
 
 #: Node deaths noticed in about a second and a half (Ray's default is 15 s and more).

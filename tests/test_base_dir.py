@@ -245,3 +245,52 @@ def test_a_header_outside_the_base_that_spells_a_path_binds_the_entry(tmp_path: 
     deps = [_recorded(outside), _recorded(inside)]
     _, metadata = relocated_dependencies(deps, made)
     assert metadata == {"anchor": str(tree)}
+
+
+_SPELLINGS = {
+    "__builtin_FILE": "__device__ const char* here = __builtin_FILE();\n",
+    "token paste": "#define CAT(a, b) a##b\n__device__ const char* here = CAT(__FI, LE__);\n",
+    "backslash-newline": "__device__ const char* here = __FI\\\nLE__;\n",
+    "source_location": (
+        "#include <cuda/std/source_location>\n"
+        "__device__ const char* here = cuda::std::source_location::current().file_name();\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("extra", list(_SPELLINGS.values()), ids=list(_SPELLINGS))
+async def test_a_header_that_writes_its_path_in_any_spelling_is_not_relocated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str
+) -> None:
+    """R20: ``__builtin_FILE()`` (what ``source_location::current()`` calls), a
+    token-pasted or line-joined ``__FILE__``: the binary names the header's path, so a
+    copy of the tree gets its own binary, never the other tree's path from the cache."""
+    base = tmp_path / "base"
+    monkeypatch.setenv("ASYNCCOMP_BASE_DIR", str(base))
+    one = _tree(base / "carol" / "proj", extra=extra)
+    two = base / "dave" / "proj"
+    shutil.copytree(one, two)
+    cache = tmp_path / "cache"
+    made = await _compile_in(one, monkeypatch, cache_dir=cache)
+    assert made.binary is not None and str(one).encode() in made.binary
+    there = await _compile_in(two, monkeypatch, cache_dir=cache)
+    assert there.binary is not None
+    assert str(one).encode() not in there.binary, "the copy's hit carries the other tree's path"
+    assert not there.cached and str(two).encode() in there.binary
+
+
+@pytest.mark.parametrize("spelling", ["__builtin_FILE()", "CAT(__FI, LE__)"])
+async def test_a_source_that_writes_its_name_is_keyed_by_it(spelling: str, tmp_path: Path) -> None:
+    """Two jobs of one source under two names: when the source can write its own file
+    name into the binary, each gets its own binary."""
+    source = (
+        "#define CAT(a, b) a##b\n"
+        f"__device__ const char* here = {spelling};\n"
+        'extern "C" __global__ void k(const char** x) { x[0] = here; }\n'
+    )
+    async with Engine(arch=ARCH, cache_dir=tmp_path / "cache") as engine:
+        first = await engine.compile(CompileJob(source, name="first"))
+        second = await engine.compile(CompileJob(source, name="second"))
+    assert first.ok and second.ok, (first.log, second.log)
+    assert second.binary is not None and b"second.cu" in second.binary
+    assert not second.cached and b"first.cu" not in second.binary

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -111,7 +112,7 @@ def test_summarize_speedup_ideal_efficiency_latency() -> None:
         passes=(PassResult(5.0, (2.0, 2.0, 2.0, 2.0), (0.0,) * 4, failures=(("k3", "boom"),)),),
         untimed=0,
     )
-    base, s1, s4, s2 = bench.summarize([baseline, one, four, two_off], kernels=4)
+    base, s1, s4, s2 = bench.summarize([baseline, one, four, two_off], kernels=4, cpus=16)
 
     assert base.wall == 11.0 and base.speedup == 1.0 and base.walls == (10.0, 12.0)
     assert base.cold == 20.5 and base.startup == 0.5
@@ -124,6 +125,42 @@ def test_summarize_speedup_ideal_efficiency_latency() -> None:
     assert s4.latency_p50 == 1.5 and s4.latency_p99 == 4.0  # queued + elapsed
     assert s4.cold == 11.0 and s4.peak_rss == 100
     assert s2.ideal_basis == "own" and s2.ideal == 4.0 and s2.failed == 1
+
+
+def test_more_workers_than_cpus_are_held_to_the_cpus() -> None:
+    """16 workers on 2 CPUs can do what 2 can: the ideal (and so eff) counts 2, not 16."""
+    one = ConfigRun(BenchConfig("processes", 1, True), 0.0, (_pass(8.0, [2, 2, 2, 2]),), 0)
+    many = ConfigRun(BenchConfig("processes", 16, True), 0.0, (_pass(4.0, [2, 2, 2, 2]),), 0)
+    _, on_two = bench.summarize([one, many], kernels=4, cpus=2)
+    assert on_two.parallelism == 2 and on_two.ideal == 4.0 and on_two.efficiency == 1.0
+    _, on_sixteen = bench.summarize([one, many], kernels=4, cpus=16)
+    # 8 s of work / 16 = 0.5 s, but the longest job takes 2 s.
+    assert on_sixteen.parallelism == 16 and on_sixteen.ideal == 2.0
+    assert on_sixteen.efficiency == 0.5
+    assert bench.parallelism(16, 2) == 2 and bench.parallelism(1, 2) == 1
+
+
+def test_the_forecast_of_a_run() -> None:
+    from asynccomp.cli._bench import closer_forecast, forecast
+
+    configs = bench.expand_configs(["tvm", "processes"], [1, 2, 4], [True])
+    settings = BenchSettings(configs, repeat=3, warmup=1)
+    # 4 passes of: tvm 10 s, processes x1 10 s, x2 5 s, x4 on 2 CPUs 5 s: 120 s.
+    assert bench.estimate_seconds(configs, 4, 10.0, cpus=2) == 120.0
+    first = bench.Progress(configs[0], 1, 4, "warm-up", 1, 1, True, 20, 20, seconds=10.0)
+    assert forecast(first, settings, cpus=2) == (
+        "bench: the first pass, TVM's way, one kernel at a time, took 10.0 s for 20 kernels "
+        "(0.50 s each here): 16 passes in all, roughly 2 min"
+    )
+    # Had a configuration of 4 workers on 2 CPUs come first: 2 at once.
+    wide = bench.Progress(configs[3], 1, 4, "warm-up", 1, 1, True, 20, 20, seconds=5.0)
+    assert "processes x4 fast on (2 at once) took 5.0 s" in forecast(wide, settings, cpus=2)
+    # Once each has run its warm-up pass: 3 passes left each, at its own pace.
+    walls = {1: [10.0], 2: [2.0], 3: [1.5], 4: [100.0]}
+    assert closer_forecast(walls, settings) == (
+        "bench: every configuration has run a pass: the 12 passes left should take about 6 min"
+    )
+    assert closer_forecast({1: [1.0, 1.0, 1.0, 1.0]}, settings) is None
 
 
 def test_without_a_baseline_there_is_no_speedup() -> None:
@@ -332,6 +369,36 @@ def test_bench_nvcc_plain_style_without_baseline(tmp_path: Path) -> None:
     assert proc.stdout.startswith("2 kernels, arch sm_90a, style plain")
 
 
+def test_bench_on_one_cpu_warns_of_crowded_workers_and_forecasts(tmp_path: Path) -> None:
+    """A run whose workers outnumber the CPUs says so up front, holds them to the CPUs'
+    ideal, and prints a forecast after its first pass."""
+    corpus = _tiny_corpus(tmp_path / "corpus", count=2)
+    report = tmp_path / "bench.json"
+    argv = [sys.executable, "-m", "asynccomp", "bench", "--corpus", str(corpus)]
+    argv += ["--configs", "tvm,threads", "--workers", "1,3", "--repeat", "1", "--warmup", "0"]
+    argv += ["--style", "plain", "--json", str(report)]
+    one_cpu = min(os.sched_getaffinity(0))
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        preexec_fn=lambda: os.sched_setaffinity(0, {one_cpu}),
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert (
+        "bench: warning: --workers 3 outnumber the 1 CPUs here: more than 1 only take turns "
+        "(ideal and eff count 1)"
+    ) in lines
+    assert lines[0].endswith("a forecast of the time follows the first pass")
+    (line,) = [line for line in lines if line.startswith("bench: the first pass")]
+    assert "TVM's way, one kernel at a time, took" in line and "3 passes in all, roughly" in line
+    results = json.loads(report.read_text())["results"]
+    assert [(r["workers"], r["parallelism"]) for r in results] == [(1, 1), (1, 1), (3, 1)]
+
+
 def test_bench_failure_exits_1_with_the_error(tmp_path: Path) -> None:
     corpus = _tiny_corpus(tmp_path / "corpus", count=1)
     (corpus / "broken.cu").write_text(broken_kernel())
@@ -367,6 +434,82 @@ def test_bench_plot_without_matplotlib_is_a_usage_error(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert proc.returncode == 2
-    assert (
-        proc.stderr == "asynccomp: error: --plot needs matplotlib: pip install 'asynccomp[plot]'\n"
+    assert proc.stderr == "asynccomp: error: --plot needs matplotlib: pip install matplotlib\n"
+
+
+# -- the benchmark scripts' corpus (issue 39) --------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Every script under benchmarks/ that reads a corpus.
+CORPUS_SCRIPTS = (
+    "cache.sweep",
+    "cache.tiers",
+    "compile.cold_batch",
+    "compile.nvrtc_scaling",
+    "compile.ptx_backends",
+    "compile.ray_executor",
+    "compile.split_compile",
+    "compile.time_predictors",
+    "parity.fast_path_sass",
+    "parity.tvm_binaries",
+    "tuners.ms_callbacks",
+)
+
+
+def test_every_corpus_script_is_listed() -> None:
+    readers = {
+        ".".join(path.relative_to(REPO / "benchmarks").with_suffix("").parts)
+        for path in (REPO / "benchmarks").rglob("*.py")
+        if path.name != "_corpus.py"
+        and any(s in path.read_text() for s in ('"--corpus"', "add_corpus_argument(parser)"))
+    }
+    assert readers == set(CORPUS_SCRIPTS)
+
+
+def test_no_benchmark_points_at_the_developers_folder() -> None:
+    """Nothing a user runs or reads defaults to, or names, ``../shared``: a folder of the
+    developers' that users do not have."""
+    for path in sorted((REPO / "benchmarks").rglob("*")):
+        if path.suffix not in (".py", ".sh", ".md") or "results" in path.parts:
+            continue
+        text = path.read_text()
+        assert "../shared" not in text, path
+        assert '"shared" / "corpus"' not in text, path
+
+
+@pytest.mark.parametrize("script", CORPUS_SCRIPTS)
+def test_a_missing_corpus_is_one_line_naming_make_corpus(script: str, tmp_path: Path) -> None:
+    """Each script's default is the built-in examples; a ``--corpus`` folder that is not
+    there ends it with one line saying how to make it."""
+    missing = tmp_path / "corpus"
+    argv = [sys.executable, "-m", f"benchmarks.{script}", "--corpus", str(missing)]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (
+        f"corpus {missing}: no such folder; make it with "
+        f"`python -m benchmarks.corpus.make_corpus --out {missing}` (TVM 0.27 in a venv, "
+        "see its --help), or leave out --corpus for the built-in examples\n"
     )
+    missing.mkdir()  # a folder without kernels: the same advice
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no .cu files in it; make it with" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    help_text = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{script}", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert "default: the built-in examples" in " ".join(help_text.split())
+
+
+def test_the_corpus_folder_the_docs_use_is_git_ignored() -> None:
+    """``make_corpus --out corpus`` (the README's) writes into the checkout: git ignores it."""
+    proc = subprocess.run(
+        ["git", "check-ignore", "-q", "corpus/GMM_0_000_0123456789ab.cu"],
+        cwd=REPO,
+        timeout=60,
+    )
+    assert proc.returncode == 0

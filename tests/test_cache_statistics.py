@@ -142,6 +142,44 @@ async def test_max_size_from_the_folder_the_environment_and_the_caller(
             pass
 
 
+@pytest.mark.parametrize("args", [("cache", "stats"), ("cache",), ("cache", "-M", "1G")])
+def test_a_bad_max_size_in_the_environment_is_one_line_and_a_failure(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """R21: a bad ``$ASYNCCOMP_CACHE_MAX_SIZE`` is an error naming it, not a traceback."""
+    done = asynccomp(*args, cache=tmp_path / "cache", env={"ASYNCCOMP_CACHE_MAX_SIZE": "lots"})
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "asynccomp: error: invalid ASYNCCOMP_CACHE_MAX_SIZE 'lots': expected a size such as "
+        "5G, 512MiB or 1000000 (bytes)"
+    ]
+
+
+async def test_a_max_size_of_0_means_no_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As ccache's ``-M 0``: from the folder's setting, the environment or the caller, 0
+    keeps every entry (keeping nothing on disk is ``cache_dir=False``)."""
+    cache = tmp_path / "cache"
+    monkeypatch.delenv("ASYNCCOMP_CACHE_MAX_SIZE", raising=False)
+    stored = asynccomp("cache", "-M", "0", cache=cache)
+    assert stored.returncode == 0 and "no limit" in stored.stdout, stored.stderr
+    assert _stats(cache)["max_bytes"] == 0
+    text = asynccomp("cache", "stats", cache=cache).stdout
+    assert "of no limit (settings.json in the cache folder)" in text
+    jobs = [CompileJob(scale_kernel(float(i)), name=f"k{i}") for i in range(3)]
+    for given in (None, 0):
+        for env in ("", "0"):
+            monkeypatch.setenv("ASYNCCOMP_CACHE_MAX_SIZE", env)
+            async with Engine(arch=ARCH, cache_dir=cache, disk_cache_bytes=given) as engine:
+                assert (await engine.compile_many(jobs))[0].ok
+            async with Engine(arch=ARCH, cache_dir=cache, disk_cache_bytes=given) as engine:
+                again = await engine.compile_many(jobs)
+            assert all(r.cached for r in again), (given, env)
+    assert _stats(cache)["entries"] == 3
+
+
 def test_the_summary_says_what_the_server_did_and_json_says_where(
     server_dir: Path, tmp_path: Path
 ) -> None:

@@ -458,3 +458,107 @@ def test_a_missing_nvcc_is_said_once(tmp_path: Path) -> None:
     assert proc.stderr.count("nvcc was not found") == 1, proc.stderr
     assert "--- 3 jobs (k0, k1, k2)" in proc.stderr
     assert "pip install nvidia-cuda-nvcc nvidia-cuda-crt" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "size", "shown"),
+    [
+        ("5G", 5 * 10**9, "5.0 GB"),  # as ccache: G is 10^9 ...
+        ("5GB", 5 * 10**9, "5.0 GB"),
+        ("5GiB", 5 * 2**30, "5.0 GiB"),  # ... and Gi 2^30
+        ("5Gi", 5 * 2**30, "5.0 GiB"),
+        ("1.5G", 1_500_000_000, "1.5 GB"),
+        ("500M", 500 * 10**6, "500.0 MB"),
+        ("512MiB", 512 * 2**20, "512.0 MiB"),
+        ("800K", 800_000, "800.0 KB"),
+        ("999", 999, "999 B"),
+    ],
+)
+def test_sizes_are_shown_in_the_units_they_were_given_in(given: str, size: int, shown: str) -> None:
+    from asynccomp.cache._settings import format_size, parse_size
+
+    assert parse_size(given) == size and format_size(size) == shown
+    assert parse_size(shown) == size  # what is shown reads back as the same size
+
+
+def test_cache_max_size_shows_back_what_was_given(tmp_path: Path) -> None:
+    """``cache -M 5G`` then ``cache stats`` shows "of 5.0 GB" (it showed "of 4.65661 GiB")."""
+    cache = tmp_path / "cache"
+    assert "of 4.0 GiB (the default)" in asynccomp("cache", "stats", cache=cache).stdout
+    stored = asynccomp("cache", "-M", "5G", cache=cache)
+    assert stored.returncode == 0, stored.stderr
+    assert stored.stdout.startswith("max size 5.0 GB (5000000000 bytes) stored in")
+    size = next(
+        line
+        for line in asynccomp("cache", cache=cache).stdout.splitlines()
+        if line.startswith("size ")
+    )
+    assert size == "size             0 B of 5.0 GB (settings.json in the cache folder)"
+    assert asynccomp("cache", "-M", "5GiB", cache=cache).returncode == 0
+    assert "0 B of 5.0 GiB (settings.json" in asynccomp("cache", cache=cache).stdout
+    help_text = " ".join(asynccomp("cache", "--help", cache=cache).stdout.split())
+    assert "5G = 5 x 10^9 bytes, 5GiB = 5 x 2^30" in help_text
+
+
+def test_every_progress_frame_has_the_same_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bar, counts and clocks keep their places from frame to frame: 9/120 and
+    120/120, 0:05 and 1:01:05, no ETA and an ETA all take the same room."""
+    import io
+
+    from asynccomp import CompileJob, CompileResult
+    from asynccomp.cli._progress import Estimates, ProgressBar
+    from asynccomp.errors import CompileError
+
+    monkeypatch.setenv("COLUMNS", "120")
+    jobs = [CompileJob(scale_kernel(float(i)), name=f"k{'x' * (i % 7)}{i}") for i in range(120)]
+    running: list[tuple[CompileJob, float]] = []
+    stream = io.StringIO()
+    bar = ProgressBar(
+        len(jobs),
+        stream,
+        estimates=Estimates({job: 0.5 + i for i, job in enumerate(jobs)}, workers=4),
+        running=lambda: running,
+    )
+    frames = [bar.line(now=bar.started + t) for t in (0.0, 5.0, 65.0, 3665.0)]
+    for i, job in enumerate(jobs):
+        running[:] = [(j, 0.1 * k) for k, j in enumerate(jobs[i : i + 1 + i % 5])]
+        failed = i % 11 == 3
+        bar.job_done(
+            CompileResult(
+                job,
+                "cubin",
+                ARCH,
+                None if failed else b"\0" * 8,
+                error=CompileError("boom") if failed else None,
+                elapsed=0.01 * i,
+                cached=i % 3 == 0,
+            )
+        )
+        frames.append(bar.line(now=bar.started + i * 37.0))
+    assert {len(frame) for frame in frames} == {119}  # the terminal's width, less one
+    for field in ("] ", " done, ", " failed, ", " cached, ETA ", ", now: "):
+        assert len({f.index(field) for f in frames if field in f}) == 1, field
+    # What went to the terminal: every redraw of the bar as wide.
+    redraws = [chunk for chunk in stream.getvalue().split("\r") if chunk.startswith("[")]
+    assert len(redraws) > len(jobs) and {len(chunk) for chunk in redraws} == {119}
+
+
+def test_the_summary_counts_only_the_compiles_that_ran(tmp_path: Path) -> None:
+    """A job answered by an identical job's compile, or by the cache, ran no compile:
+    the compile time is summed over the compiles that ran, and says how many."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(2):
+        (src / f"k{i}.cu").write_text(scale_kernel(float(i + 1)))
+    (src / "copy.cu").write_text((src / "k0.cu").read_text())
+    cache = tmp_path / "cache"
+    first = asynccomp("compile", str(src), "--arch", ARCH, "--no-server", cache=cache)
+    assert first.returncode == 0, first.stderr
+    assert "3 succeeded (2 compiled, 0 from the cache, 1 deduplicated)" in first.stdout
+    assert "summed over the 2 compiles that ran (" in first.stdout
+    slowest = first.stdout.split("slowest jobs", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    assert len(slowest) == 2  # the shared answer is not a compile of its own
+    (src / "k2.cu").write_text(scale_kernel(3.0))
+    second = asynccomp("compile", str(src), "--arch", ARCH, "--no-server", cache=cache)
+    assert "4 succeeded (1 compiled, 3 from the cache)" in second.stdout
+    assert "summed over the 1 compile that ran (" in second.stdout

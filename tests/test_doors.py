@@ -352,7 +352,7 @@ def ray_address() -> Iterator[str]:
     """The two-node cluster's address. Without Ray the Ray door's tests are skipped,
     saying so; with Ray, a cluster that cannot start fails them."""
     if importlib.util.find_spec("ray") is None:
-        pytest.skip("the Ray door needs Ray (pip install 'asynccomp[ray]')")
+        pytest.skip("the Ray door needs Ray (pip install '.[ray]')")
     cluster = RayCluster()
     try:
         yield cluster.address

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from asynccomp import CompileJob, CompileTimeout, DumpDirError, Engine
 
 from .fakes import FakeEngine, fake_job
-from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
+from .kernels import ARCH, broken_kernel, needs_nvcc, ptx_kernel, scale_kernel, slow_kernel
+from .sass import cuobjdump, sass
 
 BACKENDS = ["nvrtc", pytest.param("nvcc", marks=needs_nvcc)]
 
@@ -180,3 +184,106 @@ async def test_concurrent_jobs_into_a_new_big_root_never_repeat_a_sequence(tmp_p
     sequences = [int(f.name.split("-", 1)[0]) for f in folders if f is not None]
     assert len(set(sequences)) == 64, sorted(sequences)
     assert min(sequences) >= 20_000
+
+
+# -- a dump folder reproduces its compile on its own (issue 39) -------------------------
+
+HEADER_X = (
+    '#pragma once\n#include "inc/y.h"\n'
+    "__device__ float scaled(float v) {\n  return v * 3.0f + OFFSET;\n}\n"
+)
+HEADER_Y = "#pragma once\n#define OFFSET 1.0f\n"
+USES_X = (
+    '#include "x.h"\n'
+    'extern "C" __global__ void k(float* a) { a[threadIdx.x] = scaled(a[threadIdx.x]); }\n'
+)
+
+
+def _local_headers(src: Path) -> None:
+    """``x.h`` (a device function: its lines are in the line table) and ``inc/y.h``,
+    which ``x.h`` includes from its own folder."""
+    (src / "inc").mkdir(parents=True)
+    (src / "x.h").write_text(HEADER_X)
+    (src / "inc" / "y.h").write_text(HEADER_Y)
+
+
+def _rerun(script: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, str(script), *args] if script.suffix == ".py" else ["sh", str(script)]
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+async def test_an_nvrtc_dump_reruns_from_its_folder_alone(
+    tmp_path: Path, mode: Literal["threads", "processes"]
+) -> None:
+    """The local headers the compile read are in the dump, and its rerun.py makes the
+    same cubin: byte for byte while the headers are where they were, and the same code
+    from the copies once they are gone."""
+    src = tmp_path / "src"
+    _local_headers(src)
+    job = CompileJob(USES_X, name="k", options=[f"-I{src}"])
+    async with Engine(arch=ARCH, dump_dir=tmp_path / "dumps", cache=False, nvrtc_mode=mode) as e:
+        result = await e.compile(job)
+    assert result.ok and result.binary and result.dump_dir is not None
+    folder = result.dump_dir
+    assert (folder / f"headers{src}" / "x.h").read_text() == HEADER_X
+    assert (folder / f"headers{src}" / "inc" / "y.h").read_text() == HEADER_Y
+    # Run from elsewhere: the script finds its folder.
+    exact = _rerun(folder / "rerun.py", cwd=tmp_path)
+    assert exact.returncode == 0, exact.stderr
+    assert "rerun: wrote rerun/k.cubin: the same bytes as k.cubin" in exact.stdout
+    assert (folder / "rerun" / "k.cubin").read_bytes() == result.binary
+
+    (tmp_path / "src").rename(tmp_path / "moved")  # the caller's tree is gone
+    alone = _rerun(folder / "rerun.py", cwd=tmp_path)
+    assert alone.returncode in (0, 2), alone.stderr  # 2: other bytes (the line table)
+    assert "compiling against the copies under headers/" in alone.stderr
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump is not installed")
+    again = (folder / "rerun" / "k.cubin").read_bytes()
+    assert sass(again, tool, tmp_path) == sass(result.binary, tool, tmp_path)
+
+
+async def test_a_failed_nvrtc_dump_reruns_to_the_same_failure(tmp_path: Path) -> None:
+    async with Engine(arch=ARCH, dump_dir=tmp_path, cache=False) as engine:
+        result = await engine.compile(CompileJob(broken_kernel(), name="broken"))
+    assert not result.ok and result.dump_dir is not None
+    rerun = _rerun(result.dump_dir / "rerun.py", cwd=tmp_path)
+    assert rerun.returncode == 1
+    assert "undefined_identifier_42" in rerun.stderr and "the compile failed" in rerun.stderr
+
+
+@needs_nvcc
+async def test_an_nvcc_dump_reruns_from_its_folder_alone(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    _local_headers(src)
+    job = CompileJob(USES_X, name="k", backend="nvcc", options=[f"-I{src}"])
+    async with Engine(arch=ARCH, dump_dir=tmp_path / "dumps", cache=False) as engine:
+        result = await engine.compile(job)
+    assert result.ok and result.binary and result.dump_dir is not None
+    folder = result.dump_dir
+    assert (folder / f"headers{src}" / "inc" / "y.h").read_text() == HEADER_Y
+    (tmp_path / "src").rename(tmp_path / "moved")
+    (folder / "k.fatbin").unlink()
+    alone = _rerun(folder / "rerun.sh", cwd=tmp_path)
+    assert alone.returncode == 0, alone.stderr
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump is not installed")
+    again = (folder / "k.fatbin").read_bytes()
+    assert sass(again, tool, tmp_path, "fatbin") == sass(result.binary, tool, tmp_path, "fatbin")
+
+
+async def test_an_nvjitlink_dump_reruns_to_the_same_cubin(tmp_path: Path) -> None:
+    from asynccomp.backends import NvJitLinkBackend
+
+    if NvJitLinkBackend.version(None) is None:
+        pytest.skip("nvJitLink is not installed (pip install nvidia-nvjitlink)")
+    job = CompileJob(ptx_kernel(4.0), name="linked", backend="nvjitlink")
+    async with Engine(arch=ARCH, dump_dir=tmp_path, cache=False) as engine:
+        result = await engine.compile(job)
+    assert result.ok and result.dump_dir is not None
+    rerun = _rerun(result.dump_dir / "rerun.py", cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stderr
+    assert (result.dump_dir / "rerun" / "linked.cubin").read_bytes() == result.binary

@@ -115,6 +115,36 @@ async def test_a_target_the_arch_cannot_take_is_a_clear_error() -> None:
     assert good.ok, good.error
 
 
+def _retargeted(before: str, target_line: str) -> str:
+    """``ptx_kernel()`` with its ``.target sm_80`` line replaced by ``target_line``
+    and ``before`` put above its ``.version``."""
+    ptx = ptx_kernel().replace(".target sm_80\n", target_line)
+    return ptx.replace(".version", before + ".version", 1)
+
+
+async def test_a_commented_out_target_is_not_the_target() -> None:
+    """ptxas skips comments: a ``.target`` inside one decides nothing."""
+    ptx = _retargeted("/*\n.target sm_100a\n*/\n// .target sm_90a\n", ".target sm_80 // sm_90a\n")
+    job = CompileJob(ptx, name="scale", backend="ptx", arch="sm_90a")  # sm_80 PTX runs there
+    async with Engine(cache=False) as engine:
+        result = await engine.compile(job)
+    assert result.ok, result.log
+
+
+@pytest.mark.parametrize(
+    "ptx",
+    [
+        _retargeted("", ".target /* the GPU */ sm_90a\n"),
+        _retargeted("", "").replace(".version 8.0\n", ".version 8.0 .target sm_90a\n"),
+        _retargeted("", ".target\n  sm_90a, debug\n"),
+    ],
+    ids=["comment inside", "after another directive on its line", "name on the next line"],
+)
+def test_the_target_is_found_wherever_ptxas_reads_it(ptx: str) -> None:
+    with pytest.raises(InvalidJob, match=r"the PTX's \.target sm_90a compiles for sm_90a only"):
+        CompileJob(ptx, backend="ptx", arch="sm_100a")
+
+
 @pytest.mark.parametrize("option", ["-o=x.cubin", "--output-file=x", "-arch=sm_80", "--gpu-name"])
 def test_options_that_name_another_output_or_arch_are_refused(option: str) -> None:
     with pytest.raises(InvalidJob, match=f"invalid options '{option}': refused for ptxas"):

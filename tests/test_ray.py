@@ -405,7 +405,10 @@ async def test_without_ray_installed_the_error_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
-    with pytest.raises(ClusterError, match=r"pip install 'asynccomp\[ray\]'"):
+    # What to install, named as it exists: Ray itself, or the checkout's extra (asynccomp
+    # is not on PyPI: an extra of it by name is nothing pip can install).
+    needed = r"pip install ray \(in asynccomp's checkout: pip install '\.\[ray\]'\)"
+    with pytest.raises(ClusterError, match=needed):
         async with Engine(arch=ARCH, executor=RayExecutor()):
             pass
     with pytest.warns(ClusterWarning, match="compiling with local workers"):

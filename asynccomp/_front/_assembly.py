@@ -20,7 +20,6 @@ takes down what it had started, in reverse order, and raises.
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,9 @@ from pathlib import Path
 import anyio.abc
 import anyio.to_thread
 
+from .._os import empty_folder
 from .._scheduler.local import InProcessRunner, MakeBackends, check_arch
+from .._warn import warn
 from ..backends import CompilerBackend, compiler_versions
 from ..cache import TieredCache
 from ..config import EngineConfig, OnServer
@@ -68,7 +69,8 @@ async def assemble(
     """Start the engine's parts (each registered on ``stack`` to be closed): ``runner``
     (an :class:`InProcessRunner`, or one of the caller's own), or a compile server's
     client for :class:`OnServer` (``runner`` is then ``None``)."""
-    dumps = DumpRegistry(None if config.job.dump_dir is None else Path(config.job.dump_dir))
+    dump_dir = None if config.job.dump_dir is None else Path(config.job.dump_dir)
+    dumps = DumpRegistry(dump_dir, config.job.umask)
     # An unusable dump root fails here, before any job runs.
     await anyio.to_thread.run_sync(dumps.open_engine_root)
     if isinstance(config.mode, OnServer):
@@ -80,7 +82,13 @@ async def assemble(
         stack.push_async_callback(runner.aclose)
         await runner.start(task_group)
         local = runner.started
-        front = _front(config, local.toolkit, local.renderers, runner, dumps, cost_model)
+        renderers = local.renderers
+        if not local.on_cluster:
+            # These backends compile too: a dump's rerun.py compiles where they do.
+            dumps.compiled_in = lambda name: (
+                renderers[name].quote_folder() if name in renderers else None
+            )
+        front = _front(config, local.toolkit, renderers, runner, dumps, cost_model)
         return Parts(local.toolkit, runner, front, local.cache, local.on_cluster)
     # A runner of one's own: the jobs are rendered here, with the toolkit given or found.
     toolkit = config.mode.toolkit
@@ -155,7 +163,13 @@ async def _on_server(
     if mismatch is not None:
         raise ServerError(mismatch)
     for warning in client.overridden_settings():
-        warnings.warn(warning, AsyncCompWarning, stacklevel=4)
+        warn(warning, AsyncCompWarning)
+    theirs = client.welcome.settings
+    modes = theirs.get("modes") if theirs.get("executor") == "local" else None
+    if isinstance(modes, dict):
+        # The server's NVRTC worker processes run in this user's empty folder, as ours
+        # would: a dump's rerun.py compiles there (line info names the folder).
+        dumps.compiled_in = lambda name: empty_folder() if modes.get(name) == "processes" else None
     # Rendered here, with the server's toolkit; never started (the server compiles).
     renderers = make_backends(toolkit)
     front = _front(config, toolkit, renderers, client, dumps, cost_model)

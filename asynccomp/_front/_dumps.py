@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,10 +27,17 @@ logger = logging.getLogger("asynccomp")
 
 
 class DumpRegistry:
-    """The dump roots of one engine; ``engine_root`` is ``Engine(dump_dir=...)``."""
+    """The dump roots of one engine; ``engine_root`` is ``Engine(dump_dir=...)``,
+    ``umask`` its ``umask`` (the modes of what the dumps write).
 
-    def __init__(self, engine_root: Path | None) -> None:
+    ``compiled_in`` (set once the engine knows its backends) says, by backend name, the
+    folder a compile runs in (``None``: not known here, as on a compile server); a
+    dump's ``rerun.py`` compiles there, since line info names it."""
+
+    def __init__(self, engine_root: Path | None, umask: int | None = None) -> None:
         self.engine_root = engine_root
+        self.umask = umask
+        self.compiled_in: Callable[[str], str | None] = lambda backend: None
         self._roots: dict[Path, DumpRoot] = {}
         self._lock = threading.Lock()
 
@@ -47,7 +55,7 @@ class DumpRegistry:
         with self._lock:
             root = self._roots.get(path)
             if root is None:
-                root = self._roots[path] = DumpRoot(path)
+                root = self._roots[path] = DumpRoot(path, self.umask)
             return root
 
     def root_of(self, job: CompileJob) -> DumpRoot:
@@ -59,7 +67,7 @@ class DumpRegistry:
         compile that hangs still leaves a reproduction). Raises ``OSError``."""
         root = self.root_of(job)
         folder = root.make_job_folder(job, prepared)
-        root.write_inputs(folder, prepared)
+        root.write_inputs(folder, prepared, self.compiled_in(prepared.backend))
         return folder
 
     def interrupted(

@@ -19,6 +19,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from .._scheduler.local import InProcessRunner, check_arch, default_backends
+from .._warn import CallSite, call_site, calls_from
 from ..backends import BackendSettings
 from ..config import (
     KEYWORDS,
@@ -91,7 +92,9 @@ class Engine(EngineView):
             user cache folder, ``False`` keeps the cache in memory only.
         memory_cache_bytes, disk_cache_bytes: size bounds of the two tiers (LRU);
             ``disk_cache_bytes=None`` takes ``$ASYNCCOMP_CACHE_MAX_SIZE``, else the cache
-            folder's setting (``asynccomp cache --max-size``), else 4 GiB.
+            folder's setting (``asynccomp cache --max-size``), else 4 GiB; ``0`` (from any
+            of them) is no limit, as ccache's ``-M 0`` (``cache_dir=False`` keeps nothing
+            on disk).
         cache_failures: also cache compile errors (never timeouts or crashes).
         cost_model: compile-time estimates for longest-first dispatch (default: a fresh
             :class:`~asynccomp.cost.CostModel`; share one between engines to carry the
@@ -100,6 +103,14 @@ class Engine(EngineView):
             share per worker (it would finish last even if started first) is compiled
             with ``--split-compile=N``, so its optimizer runs on N threads. Changes the
             cubin bytes but not the SASS. ``0`` (the default) never splits.
+        umask: the modes of every file and folder the engine writes (its dumps, and its
+            cache when it compiles in process), as ccache's ``umask``: files
+            ``0o666 & ~umask``, folders ``0o777 & ~umask``. ``None`` (the default) takes
+            ``$ASYNCCOMP_UMASK`` (octal, e.g. ``007``), else ``0o077``: private to the
+            user. Share a cache folder with a group on purpose with ``0o007`` (or
+            ``0o002``); a cache folder others may write is not used (a
+            :class:`~asynccomp.cache.CacheTrustWarning` says why). A compile server
+            writes its cache with its own setting (``asynccomp serve --umask``).
         remote_cache: a remote tier behind the memory and disk tiers, shared by
             machines: a URL (``"redis://host:6379/0"``, see
             :func:`~asynccomp.cache.remote_cache_from_url`) or a
@@ -118,7 +129,7 @@ class Engine(EngineView):
             compile in this process (the words of ``$ASYNCCOMP_SERVER``, read by one
             parser: :func:`~asynccomp.config.parse_server`). The engine is used the
             same way, with the same results, errors and statistics; the job settings (``arch``,
-            ``tvm_fast_path``, ``dump_dir``, ``split_compile``, ``cost_model``) still
+            ``tvm_fast_path``, ``dump_dir``, ``split_compile``, ``cost_model``, ``umask``) still
             apply, the others are the server's (giving one is a
             :class:`~asynccomp.SettingsError`).
         executor: where the compiles run instead of local workers: an
@@ -167,6 +178,7 @@ class Engine(EngineView):
         cache_failures: bool = _CACHE.cache_failures,
         cost_model: CostModel | None = _JOB.cost_model,
         split_compile: int = _JOB.split_compile,
+        umask: int | None = _JOB.umask,
         server: str | os.PathLike[str] | None = None,
         remote_cache: str | RemoteCache | Literal[False] | None = _CACHE.remote_cache,
         executor: RayExecutor | None = None,
@@ -198,7 +210,10 @@ class Engine(EngineView):
         self._runner: Runner | None = runner
         if runner is None and not isinstance(config.mode, OnServer):
             local = InProcessRunner(
-                config.mode, arch=config.job.arch, make_backends=self._make_backends
+                config.mode,
+                arch=config.job.arch,
+                make_backends=self._make_backends,
+                umask=config.job.umask,
             )
             self._backend_settings = local.backend_settings
             self._runner = local
@@ -207,6 +222,7 @@ class Engine(EngineView):
         model = config.job.cost_model
         self.cost_model = CostModel() if model is None else model
         self._life = Lifecycle()
+        self._started_from: CallSite | None = None  # set by a SyncEngine's start
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -216,16 +232,19 @@ class Engine(EngineView):
         return self._life.state
 
     async def __aenter__(self: _Engine) -> _Engine:
-        await self._life.start(
-            lambda task_group, stack: assemble(
-                self.config,
-                runner=self._runner,
-                cost_model=self.cost_model,
-                make_backends=self._make_backends,
-                task_group=task_group,
-                stack=stack,
+        # Warnings of the start, and of the tasks and threads it starts, name this call
+        # (or the one that started a SyncEngine) when they have no caller's frame.
+        with calls_from(self._started_from or call_site(2)):
+            await self._life.start(
+                lambda task_group, stack: assemble(
+                    self.config,
+                    runner=self._runner,
+                    cost_model=self.cost_model,
+                    make_backends=self._make_backends,
+                    task_group=task_group,
+                    stack=stack,
+                )
             )
-        )
         return self
 
     async def __aexit__(

@@ -123,6 +123,7 @@ def from_outcome(
         resources=resources_of(log),
         cached=outcome.answer == "cache",
         warnings=out.warnings,
+        shared=outcome.answer == "shared",
     )
 
 

@@ -12,8 +12,8 @@ the engine is made (at one per the backend's ``worker_memory``: 1 GiB per NVRTC 
 from __future__ import annotations
 
 import os
-import warnings
 
+from .._warn import warn
 from ..errors import InvalidJob, ResourceLimitWarning
 
 __all__ = ("available_memory", "default_workers", "worker_count")
@@ -52,11 +52,10 @@ def _capped(name: str, requested: int | None, per_worker: int, what: str) -> int
         cpus = default_workers()
         return cpus if cap is None else min(cpus, cap)
     if available is not None and cap is not None and requested > cap:
-        warnings.warn(
+        warn(
             f"{name}={requested} lowered to {cap}: {available / 2**30:.1f} GiB of memory "
             f"is available, and each {what} is given {per_worker / 2**30:g} GiB",
             ResourceLimitWarning,
-            stacklevel=4,
         )
         return cap
     return requested

@@ -98,6 +98,7 @@ async def start_local(
     mode: InProcess | OnRay,
     *,
     arch: str | None,
+    umask: int | None = None,
     remote: RemoteCache | None,
     workers: Mapping[str, int],
     make_backends: MakeBackends,
@@ -114,7 +115,7 @@ async def start_local(
         await anyio.to_thread.run_sync(local_gpu_arch)
     else:
         check_arch(toolkit, DEFAULT_BACKEND, arch, "Engine(arch=...)", setting=True)
-    cache = await anyio.to_thread.run_sync(_make_cache, mode.cache, toolkit, remote)
+    cache = await anyio.to_thread.run_sync(_make_cache, mode.cache, toolkit, remote, umask)
     local = backends = make_backends(toolkit)
     slots = dict(workers)
     shared_slots = on_cluster = False
@@ -156,11 +157,13 @@ class InProcessRunner(Runner):
         *,
         arch: str | None = None,
         make_backends: MakeBackends | None = None,
+        umask: int | None = None,
     ) -> None:
         self.mode = InProcess() if mode is None else mode
         if not isinstance(self.mode, (InProcess, OnRay)):
             raise SettingsError("mode", self.mode, "must be InProcess or OnRay")
         self.arch = arch
+        self.umask = umask  # the cache's file modes (None: $ASYNCCOMP_UMASK, else 077)
         # The remote tier is made (not connected) and checked now: a bad URL or a
         # missing key fails here, as any bad setting does.
         cache = self.mode.cache
@@ -192,6 +195,7 @@ class InProcessRunner(Runner):
             self._local = await start_local(
                 self.mode,
                 arch=self.arch,
+                umask=self.umask,
                 remote=self.remote,
                 workers=self.worker_counts,
                 make_backends=self._make_backends,
@@ -235,7 +239,7 @@ def default_backends(
 
 
 def _make_cache(
-    settings: CacheSettings, toolkit: Toolkit, remote: RemoteCache | None
+    settings: CacheSettings, toolkit: Toolkit, remote: RemoteCache | None, umask: int | None
 ) -> TieredCache | None:
     """Blocking: the engine's cache (``None`` when caching is off)."""
     if not settings.cache:
@@ -252,6 +256,7 @@ def _make_cache(
             disk_bytes=settings.disk_cache_bytes,
             cache_failures=settings.cache_failures,
             remote=remote,
+            umask=umask,
         )
     except InvalidJob as exc:  # $ASYNCCOMP_CACHE_MAX_SIZE, or the folder's: a setting
         raise SettingsError(exc.field, exc.value, exc.problem) from None

@@ -35,6 +35,7 @@ import anyio.abc
 from ..errors import InvalidJob
 from ..job import CompileJob, OutputFormat
 from ..toolkit import Toolkit
+from ._named_files import check_named_files
 
 __all__ = (
     "CompilerInfo",
@@ -333,6 +334,9 @@ class CompilerBackend(abc.ABC):
     keeps_intermediates: ClassVar[bool] = False
     #: An include option's value may be a comma list (nvcc's ``-I a,b``).
     comma_lists: ClassVar[bool] = False
+    #: Its options are ptxas's own arguments (a word that is no option's value is an
+    #: input file ptxas assembles).
+    ptxas_argv: ClassVar[bool] = False
     #: It can warm up (start workers, load libraries): ``Engine.warm_up`` warms it.
     warms_up: ClassVar[bool] = False
     #: It takes ``CompileJob(pch=True)`` (NVRTC's automatic precompiled headers).
@@ -407,6 +411,8 @@ class CompilerBackend(abc.ABC):
         if job.pch and not cls.takes_pch:
             why = f"precompiled headers are NVRTC's; {cls.name} has none"
             raise InvalidJob("pch", job.pch, why)
+        # Options naming files the cache key would not cover (._named_files).
+        check_named_files(job.options, ptxas_argv=cls.ptxas_argv, comma_lists=cls.comma_lists)
 
     @classmethod
     def check_prepared(cls, prepared: PreparedCompile, toolkit: Toolkit) -> None:

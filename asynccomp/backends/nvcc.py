@@ -22,6 +22,7 @@ from ._base import (
     safe_stem,
     with_caller_folders,
 )
+from ._named_files import reads_system_folders
 from ._tool import ProgramBackend
 
 __all__ = ("NvccBackend", "nvcc_arch_flags")
@@ -95,9 +96,9 @@ class NvccBackend(ProgramBackend):
 
     @classmethod
     def check_job(cls, job: CompileJob) -> None:
-        super().check_job(job)
-        for option in job.options:
+        for option in job.options:  # first: what nvcc's shell would run
             _check_for_shell(option)
+        super().check_job(job)
 
     @classmethod
     def check_prepared(cls, prepared: PreparedCompile, toolkit: Toolkit) -> None:
@@ -139,8 +140,10 @@ class NvccBackend(ProgramBackend):
         stem = filename[: -len(".cu")]
         if not job.exact_options:
             # The headers it read outside the system's folders, for the cache (the
-            # output is the same with or without: tested).
-            argv += ["-MMD", "-MF", f"{stem}.d"]
+            # output is the same with or without: tested); all of them (-MD) when the
+            # options name system folders of the user's (._named_files).
+            report = "-MD" if reads_system_folders(job.options) else "-MMD"
+            argv += [report, "-MF", f"{stem}.d"]
         argv += ["-o", f"{stem}.{output}", filename]
         return PreparedCompile(
             backend=self.name,

@@ -20,7 +20,9 @@ filled in; dumps get ``rerun.sh``.
   ptxas runs; a virtual architecture (``compute_90``) is refused (ptxas makes SASS).
 - **Options**: the job's are ptxas's own (``-O2``, ``--maxrregcount=64``,
   ``-lineinfo``...). ``-o``/``--output-file`` and ``-arch``/``--gpu-name`` are refused
-  (asynccomp names the files, the job's arch is the architecture).
+  (asynccomp names the files, the job's arch is the architecture), and so are input
+  files besides the source and options files (the cache key would not cover them:
+  :mod:`._named_files`).
 
 >>> from asynccomp import CompileJob, SyncEngine
 >>> PTX = '''
@@ -74,9 +76,13 @@ __all__ = (
     "target_mismatch",
 )
 
-# ".target sm_90a" (maybe followed by ", debug" or ", texmode_independent"), at the
-# start of a line: a commented-out one ("// .target") does not count.
-_TARGET = re.compile(r"^[ \t]*\.target[ \t]+([A-Za-z0-9_]+)", re.M)
+# PTX as ptxas reads it, one lexeme at a time: a comment (// to the end of the line,
+# /* to */, or to the end of an unterminated one) or a string, neither of which holds a
+# directive; else a word (group 1). ".target sm_90a" (maybe followed by ", debug") is
+# the word ".target", then the architecture, comments and line breaks allowed anywhere
+# between, and other statements before it on its line.
+_LEXEME = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"|([^\s/"]+|/)', re.S)
+_ARCH_WORD = re.compile(r"[A-Za-z0-9_]+")
 # Options that would name another output or architecture than the job's.
 _REFUSED = {
     "-o": "asynccomp names the output file",
@@ -87,9 +93,22 @@ _REFUSED = {
 
 
 def ptx_target(source: str) -> str | None:
-    """The architecture of the PTX's ``.target`` directive (``"sm_80"``), or ``None``."""
-    match = _TARGET.search(source)
-    return None if match is None else match.group(1)
+    """The architecture of the PTX's first ``.target`` directive (``"sm_80"``), or
+    ``None``; one inside a comment or a string does not count.
+
+    >>> ptx_target(".version 8.0 /* .target sm_100a */\\n.target // x\\n sm_80, debug")
+    'sm_80'
+    """
+    after_target = False
+    for match in _LEXEME.finditer(source):
+        word = match.group(1)
+        if word is None:
+            continue  # a comment or a string
+        if after_target:
+            arch = _ARCH_WORD.match(word)
+            return None if arch is None else arch.group()
+        after_target = word == ".target"
+    return None
 
 
 def target_mismatch(target: str, arch: str) -> str | None:
@@ -228,6 +247,7 @@ class PtxBackend(ProgramBackend):
     cost_prior = (0.05, 2e-6)
     worker_memory = 2**29
     worker_noun = "ptxas run"
+    ptxas_argv = True
 
     @classmethod
     def create(cls, toolkit: Toolkit, settings: BackendSettings) -> CompilerBackend:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast, get_args
 
+from .._scheduler._limits import default_workers
 from ..errors import BenchError
 from ..job import Backend, parse_arch
 
@@ -26,7 +27,9 @@ __all__ = (
     "ConfigStats",
     "Kernel",
     "PassResult",
+    "estimate_seconds",
     "expand_configs",
+    "parallelism",
     "percentile",
     "summarize",
 )
@@ -184,7 +187,8 @@ class ConfigStats:
     """The figures a report prints for one configuration (times in seconds).
 
     ``ideal`` is what perfect scaling would give: the per-kernel compile times of the
-    same configuration at one worker, summed and divided by this worker count, or the
+    same configuration at one worker, summed and divided by ``parallelism`` (the worker
+    count, but no more than the CPUs: workers beyond them only take turns), or the
     longest of them if that is larger. When one worker was not measured, this
     configuration's own compile times stand in (``ideal_basis == "own"``); they include
     any slowdown from contention, so that ideal is optimistic about efficiency.
@@ -193,6 +197,7 @@ class ConfigStats:
     config: BenchConfig
     wall: float
     walls: tuple[float, ...]
+    parallelism: int
     kernels_per_s: float
     speedup: float | None
     ideal: float
@@ -209,6 +214,22 @@ class ConfigStats:
     kernel_times: tuple[float, ...]
 
 
+def parallelism(workers: int, cpus: int | None = None) -> int:
+    """How many compiles can really run at once: ``workers``, but no more than ``cpus``
+    (default: the CPUs this process may run on). 16 workers on 2 CPUs take turns on 2."""
+    return max(1, min(workers, default_workers() if cpus is None else cpus))
+
+
+def estimate_seconds(
+    configs: Iterable[BenchConfig], passes: int, one_at_a_time: float, cpus: int | None = None
+) -> float:
+    """A rough forecast of a benchmark's length: ``passes`` passes of every configuration,
+    when one pass compiling the corpus one kernel at a time takes ``one_at_a_time``
+    seconds and a configuration of ``w`` workers divides that by :func:`parallelism`.
+    It leaves out engine starts and the fast path's savings, so it errs long."""
+    return sum(passes * one_at_a_time / parallelism(c.workers, cpus) for c in configs)
+
+
 def percentile(values: Iterable[float], p: float) -> float:
     """The nearest-rank ``p``-th percentile (``p`` in 0..100) of ``values``."""
     ordered = sorted(values)
@@ -222,8 +243,12 @@ def _series_key(config: BenchConfig) -> tuple[str, bool | None]:
     return config.kind, config.fast_path
 
 
-def summarize(runs: Sequence[ConfigRun], kernels: int) -> list[ConfigStats]:
-    """The figures for every run; speedups are against the ``"tvm"`` run, if there is one."""
+def summarize(
+    runs: Sequence[ConfigRun], kernels: int, cpus: int | None = None
+) -> list[ConfigStats]:
+    """The figures for every run; speedups are against the ``"tvm"`` run, if there is one.
+    ``cpus`` (default: the CPUs this process may run on) caps the parallelism the ideal
+    assumes, so that 16 workers on 2 CPUs are held to what 2 can do."""
     baseline = next((r for r in runs if r.config.kind == "tvm"), None)
     base_wall = statistics.median(p.wall for p in baseline.timed) if baseline else None
     one_worker = {_series_key(r.config): r.kernel_times() for r in runs if r.config.workers == 1}
@@ -237,13 +262,15 @@ def summarize(runs: Sequence[ConfigRun], kernels: int) -> list[ConfigStats]:
         basis: Literal["1 worker", "own"] = "1 worker" if reference is not None else "own"
         times = reference if reference is not None else own
         longest = max(times, default=0.0)
-        ideal = max(sum(times) / config.workers, longest)
+        at_once = parallelism(config.workers, cpus)
+        ideal = max(sum(times) / at_once, longest)
         latencies = [q + e for p in run.timed for q, e in zip(p.queued, p.elapsed, strict=True)]
         stats.append(
             ConfigStats(
                 config=config,
                 wall=wall,
                 walls=walls,
+                parallelism=at_once,
                 kernels_per_s=kernels / wall if wall > 0 else math.inf,
                 speedup=base_wall / wall if base_wall is not None and wall > 0 else None,
                 ideal=ideal,

@@ -30,10 +30,10 @@ _MIB = 2**20
 # What the columns mean, printed under the table.
 LEGEND = """\
 speedup: the baseline's wall time / this wall time (same run); ideal: the compile times of
-the same configuration at 1 worker, summed / workers, or its longest job if larger (*: this
-configuration's own times, 1 worker not run); eff: ideal / wall; p50, p99: per-job latency
-(waiting + compiling); peak: RSS of this process and its workers; cold: engine start and
-first pass."""
+the same configuration at 1 worker, summed / min(workers, CPUs), or its longest job if
+larger (*: this configuration's own times, 1 worker not run); eff: ideal / wall, so more
+workers than CPUs are held to what the CPUs can do; p50, p99: per-job latency (waiting +
+compiling); peak: RSS of this process and its workers; cold: engine start and first pass."""
 
 
 def _seconds(value: float) -> str:
@@ -180,6 +180,7 @@ def report_json(
                 "speedup": s.speedup,
                 "ideal_s": s.ideal,
                 "ideal_basis": s.ideal_basis,
+                "parallelism": s.parallelism,
                 "efficiency": s.efficiency,
                 "compile_sum_s": s.compile_sum,
                 "longest_job_s": s.longest_job,
@@ -227,7 +228,7 @@ def write_plot(run: BenchRun, stats: Sequence[ConfigStats], path: Path) -> None:
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise BenchError("a plot needs matplotlib: pip install 'asynccomp[plot]'") from exc
+        raise BenchError("a plot needs matplotlib: pip install matplotlib") from exc
     baseline = next((s for s in stats if s.config.kind == "tvm"), None)
     fig = Figure(figsize=(8, 5), layout="constrained")
     ax = fig.subplots()

@@ -56,6 +56,7 @@ from ._entry import (
     CacheDirWarning,
     CacheEntry,
     CacheReadWarning,
+    CacheTrustWarning,
     CacheWriteWarning,
 )
 from ._keys import (
@@ -83,6 +84,7 @@ __all__ = (
     "CacheKey",
     "CacheReadWarning",
     "CacheStats",
+    "CacheTrustWarning",
     "CacheUnavailable",
     "CacheWarning",
     "CacheWriteWarning",

@@ -5,7 +5,7 @@ disk format's SHA-256, the key inside the entry) prove nothing about the writer:
 format is public. So every value asynccomp puts in a remote store is sealed with the
 team's key, and a value whose seal does not verify is not an entry: it is a miss,
 counted, and never kept in the local tiers. The disk tier stays unsealed: only its
-owner can write it (see the README's Cache section).
+owner can write it (see the manual's cache guide, docs/guides/cache.md).
 
 A sealed value (the remote tier's format; its magic carries the version)::
 

@@ -3,7 +3,8 @@ recipe (:func:`~asynccomp.cache.cache_key`, :mod:`._keys`) hashes.
 
 - the source text exactly as the compiler receives it;
 - its program (file) name, but only when the name can reach the output: line or debug
-  info among the options, or ``__FILE__`` (or ``assert``, which expands to it) in the
+  info among the options, or ``__FILE__`` (or ``assert``, which expands to it,
+  ``__builtin_FILE``, ``source_location``, or a token paste, which can spell it) in the
   source. Otherwise identical sources under different job names share one entry, and
   one compile in flight (the bytes are the same: tested);
 - the backend, the output format and the architecture;
@@ -29,7 +30,7 @@ from typing import NamedTuple
 from ..backends import PreparedCompile, compiler_info
 from ..toolkit import Toolkit
 from ._keys import cache_key, include_identity
-from ._relocate import relocated_options
+from ._relocate import relocated_options, spells_a_path
 
 __all__ = (
     "CacheKey",
@@ -52,10 +53,6 @@ _NAME_IN_OUTPUT_OPTIONS = (
     "-g",
     "--debug",
 )
-# Plain substring tests: fast on sources of megabytes (a regular expression with these
-# alternatives cost 0.6 ms a hit). "assert" also matches static_assert: a conservative
-# answer, which only costs sharing.
-_NAME_IN_SOURCE = ("__FILE__", "__FILE_NAME__", "__BASE_FILE__", "assert")
 
 
 class CacheKey(NamedTuple):
@@ -72,12 +69,12 @@ class CacheKey(NamedTuple):
 
 def name_reaches_output(prepared: PreparedCompile) -> bool:
     """Whether the program (file) name can change the output bytes: line or debug info,
-    or a source that spells ``__FILE__`` (``assert`` expands to it)."""
+    or a source that spells ``__FILE__`` (``assert`` expands to it), ``__builtin_FILE``
+    (``source_location``'s) or pastes tokens (see :data:`._relocate.NAME_WORDS`)."""
     options = prepared.options
     if any(o in _NAME_IN_OUTPUT_OPTIONS or o.startswith("-G") for o in options):
         return True
-    source = prepared.source
-    return any(word in source for word in _NAME_IN_SOURCE)
+    return spells_a_path(prepared.source)
 
 
 def relocates(prepared: PreparedCompile) -> bool:

@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from .._perms import make_folders, open_new, umask_of
 from ..errors import CacheUnavailable
 from ._disk_folder import (
     SUFFIX,
@@ -79,6 +80,9 @@ class DiskCache:
     Args:
         root: the cache folder; created (with its parents) when missing.
         max_bytes: the bound on the total size of the entry files.
+        umask: the modes of the files and folders it makes (``None``:
+            ``$ASYNCCOMP_UMASK``, else 077, private to the user; see
+            :mod:`asynccomp._perms`): entries hold compile logs, which quote sources.
 
     Raises:
         CacheUnavailable: ``root`` cannot be created or written.
@@ -87,16 +91,17 @@ class DiskCache:
     #: fsync each entry (and its folder) before it becomes visible.
     fsync: bool = False
 
-    def __init__(self, root: Path, max_bytes: int = 4 * 2**30) -> None:
+    def __init__(self, root: Path, max_bytes: int = 4 * 2**30, *, umask: int | None = None) -> None:
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
         self.root = Path(root)
+        self.umask = umask_of(umask)
         self.max_bytes = max_bytes
         #: The versioned folder the entries live in.
         self.directory = self.root / f"v{CACHE_FORMAT_VERSION}"
         probe = self._tmp_name(self.directory, "probe")
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_folders(self.directory, self.umask)
             # Creating the folder is not enough (read-only mounts, foreign owners, a
             # full disk): write and remove a real file to be sure puts can work.
             with open(probe, "xb") as f:
@@ -184,9 +189,7 @@ class DiskCache:
         with self._lock:
             self.read_errors += 1
             self.last_error = exc
-        self._warn_once(
-            CacheReadWarning, f"compile-cache read failed ({exc}); treated as a miss", 4
-        )
+        self._warn_once(CacheReadWarning, f"compile-cache read failed ({exc}); treated as a miss")
 
     def _heal(self, path: Path, reason: str) -> None:
         """Remove what sits in an entry's place and is not an entry file (a folder, a
@@ -195,7 +198,7 @@ class DiskCache:
             remove(path)
         except OSError:
             return
-        warn_or_log(f"compile-cache entry {path} was {reason}; removed", CacheCorruptionWarning, 4)
+        warn_or_log(f"compile-cache entry {path} was {reason}; removed", CacheCorruptionWarning)
 
     @staticmethod
     def _touch(fd: int, path: Path) -> None:
@@ -213,9 +216,7 @@ class DiskCache:
                 path.unlink()
         except OSError:
             pass  # already gone (another process got there first) or not removable
-        warn_or_log(
-            f"corrupt compile-cache entry {path} deleted: {reason}", CacheCorruptionWarning, 3
-        )
+        warn_or_log(f"corrupt compile-cache entry {path} deleted: {reason}", CacheCorruptionWarning)
 
     # -- writing
 
@@ -261,7 +262,7 @@ class DiskCache:
                 # sits where the shard folder belongs: make (or heal) the shard.
                 if folder.exists() and not folder.is_dir():
                     folder.unlink()
-                folder.mkdir(parents=True, exist_ok=True)
+                make_folders(folder, self.umask)
                 self._write_new(tmp, pieces)
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)  # a folder in the entry's place: rename cannot replace it
@@ -278,29 +279,29 @@ class DiskCache:
             _fsync_dir(folder)
 
     def _write_new(self, tmp: Path, pieces: list[bytes]) -> None:
-        with open(tmp, "xb") as f:  # "x": never write into another writer's file
+        # O_EXCL: never write into another writer's file.
+        fd = open_new(tmp, os.O_WRONLY | os.O_EXCL | os.O_CLOEXEC, self.umask)
+        with os.fdopen(fd, "wb") as f:
             for piece in pieces:
                 f.write(piece)
             if self.fsync:
                 f.flush()
                 os.fsync(f.fileno())
 
-    def _write_failed(self, exc: OSError, stacklevel: int = 4) -> None:
+    def _write_failed(self, exc: OSError) -> None:
         with self._lock:
             self.write_errors += 1
             self.last_error = exc
-        self._warn_once(
-            CacheWriteWarning, f"compile-cache write failed ({exc}); not cached", stacklevel
-        )
+        self._warn_once(CacheWriteWarning, f"compile-cache write failed ({exc}); not cached")
 
-    def _warn_once(self, category: type[Warning], message: str, stacklevel: int) -> None:
+    def _warn_once(self, category: type[Warning], message: str) -> None:
         # Once per cache and kind: a full disk would otherwise warn for every job of a
         # sweep. The counters and last_error keep the full record.
         with self._lock:
             if category in self._warned:
                 return
             self._warned.add(category)
-        warn_or_log(f"{message} [cache {self.directory}]", category, stacklevel)
+        warn_or_log(f"{message} [cache {self.directory}]", category)
 
     # -- size and eviction
 
@@ -355,7 +356,7 @@ class DiskCache:
             return self._trim_locked(target)
         except OSError as exc:
             # Only the listing of the versioned folder itself gets here.
-            self._write_failed(exc, stacklevel=5)
+            self._write_failed(exc)
             return 0
         finally:
             self._evict_lock.release()

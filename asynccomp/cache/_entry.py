@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._warn import warn
 from ..errors import CacheWarning
 
 __all__ = (
@@ -16,6 +16,7 @@ __all__ = (
     "CacheDirWarning",
     "CacheEntry",
     "CacheReadWarning",
+    "CacheTrustWarning",
     "CacheWriteWarning",
     "warn_or_log",
 )
@@ -45,15 +46,24 @@ class CacheDirWarning(CacheWarning):
     """The disk cache could not be used; the engine goes on with the memory level alone."""
 
 
-def warn_or_log(message: str, category: type[Warning], stacklevel: int) -> None:
-    """Log ``message`` and issue it as a ``category`` warning, which never raises.
+class CacheTrustWarning(CacheDirWarning):
+    """The disk cache folder (or a folder above it) can be written by users the umask
+    does not share the cache with: anyone who can write there can forge entries, so it
+    is not used (ccache, likewise, tells which folders must be trusted). Make the folder
+    the user's own (``chmod go-w``), or share it on purpose (``Engine(umask=0o002)``,
+    ``$ASYNCCOMP_UMASK``)."""
+
+
+def warn_or_log(message: str, category: type[Warning]) -> None:
+    """Log ``message`` and issue it as a ``category`` warning (naming the caller's
+    line, :func:`asynccomp._warn.warn`), which never raises.
 
     A cache's trouble costs a hit or an entry, never a compile: under ``-W error``
     (pytest's ``filterwarnings = error``) a warning raised from a write would end the
     batch that wrote it, and its results with it. The log line says it then."""
     logger.warning("asynccomp: %s", message)
     try:
-        warnings.warn(message, category, stacklevel=stacklevel + 1)
+        warn(message, category)
     except category:
         pass  # made an error (-W error): the log line above says it
 

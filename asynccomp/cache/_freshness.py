@@ -61,10 +61,12 @@ def record(
     deps = snapshot(found, absent, not_before_ns=started_ns)
     if deps is None:
         return None
-    return _as_kept(deps, prepared, places_known=out.dependencies is None)
+    return _as_kept(deps, prepared, out, places_known=out.dependencies is None)
 
 
-def _as_kept(deps: list[Dependency], prepared: PreparedCompile, *, places_known: bool) -> Recorded:
+def _as_kept(
+    deps: list[Dependency], prepared: PreparedCompile, out: BackendOutput, *, places_known: bool
+) -> Recorded:
     """The dependencies as the entry records them, and what its metadata says of them.
 
     ``places_known``: whether ``deps`` also record where an include was looked for and
@@ -74,7 +76,8 @@ def _as_kept(deps: list[Dependency], prepared: PreparedCompile, *, places_known:
         return deps, {}
     if not places_known:
         return deps, {"anchor": prepared.cwd}
-    return relocated_dependencies(deps, prepared)
+    produced = (out.binary or b"", out.log.encode("utf-8", "surrogateescape"))
+    return relocated_dependencies(deps, prepared, produced)
 
 
 def has_dependencies(entry: CacheEntry) -> bool:

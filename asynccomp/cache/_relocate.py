@@ -11,9 +11,11 @@ compiled from the same place in it, hits, but only when every header the compile
 there (and every place its includes were looked for) is the same here.
 
 The binary itself must not name a path for that to be right: when it can (line or
-debug info, or ``__FILE__``/``assert`` in the source: :func:`name_reaches_output`), the
-key keeps the absolute paths; when a header under the base folder can (it spells one
-of those words), the entry is only used from the working folder that made it.
+debug info, or a word of :data:`NAME_WORDS` in the source: ``__FILE__``, ``assert``,
+``__builtin_FILE``, ``source_location``, a token paste), the key keeps the absolute
+paths; when a header read can (it spells one of those words), or the binary or the log
+holds a path under the base folder whatever spelled it, the entry is only used from the
+working folder that made it.
 """
 
 from __future__ import annotations
@@ -34,18 +36,49 @@ from ._includes import READ_LIMIT
 
 __all__ = (
     "BASE_DIR_ENV",
+    "NAME_WORDS",
     "base_dir_from_environment",
     "relocated_options",
     "relocated_dependencies",
     "rooted_dependencies",
+    "spells_a_path",
 )
 
 #: The environment variable naming the base folder (ccache's ``CCACHE_BASEDIR``).
 BASE_DIR_ENV = "ASYNCCOMP_BASE_DIR"
 
 _PATH_OPTIONS = (*FOLDER_OPTIONS, *HEADER_OPTIONS)
-# Words through which a header can put its own path into the binary.
-_NAME_WORDS = (b"__FILE__", b"__FILE_NAME__", b"__BASE_FILE__", b"assert")
+# Words through which a source or a header can put its path into the binary.
+# Plain substring tests: fast on sources of megabytes (a regular expression with these
+# alternatives cost 0.6 ms a hit). "assert" also matches static_assert: a conservative
+# answer, which only costs sharing. __builtin_FILE() is what source_location::current()
+# calls; a token paste ("##", "%:%:") may spell __FILE__ from pieces (CAT(__FI, LE__)).
+NAME_WORDS = (
+    "__FILE__",
+    "__FILE_NAME__",
+    "__BASE_FILE__",
+    "__builtin_FILE",
+    "source_location",
+    "assert",
+    "##",
+    "%:%:",
+    "??=",  # the trigraph of "#": "??=??=" pastes with -std=c++14 and older
+)
+_NAME_BYTES = tuple(word.encode() for word in NAME_WORDS)
+
+
+def spells_a_path(text: str) -> bool:
+    """Whether ``text`` (a source) spells a word of :data:`NAME_WORDS`, also across a
+    backslash-newline (``__FI\\`` then ``LE__`` on the next line is ``__FILE__``)."""
+    if "\\\n" in text or "\\\r\n" in text:
+        text = text.replace("\\\r\n", "").replace("\\\n", "")
+    return any(word in text for word in NAME_WORDS)
+
+
+def _bytes_spell_a_path(data: bytes) -> bool:
+    if b"\\\n" in data or b"\\\r\n" in data:
+        data = data.replace(b"\\\r\n", b"").replace(b"\\\n", b"")
+    return any(word in data for word in _NAME_BYTES)
 
 
 def base_dir_from_environment() -> str | None:
@@ -99,19 +132,29 @@ def _names_a_path(path: str) -> bool:
         _, data = read_regular(path, READ_LIMIT)
     except OSError:
         return True  # cannot be looked at: assume it can
-    return any(word in data for word in _NAME_WORDS)
+    return _bytes_spell_a_path(data)
+
+
+def _names_this_tree(produced: Sequence[bytes], base: str, cwd: str) -> bool:
+    """Whether the compile's output (its binary, its log) holds an absolute path under
+    the base folder: whatever spelled it, a copy's hit would carry this tree's path."""
+    root = (base.rstrip("/") + "/" if base != "/" else cwd).encode("utf-8", "surrogateescape")
+    return any(root in data for data in produced)
 
 
 def relocated_dependencies(
-    deps: Sequence[Dependency], prepared: PreparedCompile
+    deps: Sequence[Dependency], prepared: PreparedCompile, produced: Sequence[bytes] = ()
 ) -> tuple[list[Dependency], dict[str, Any]]:
     """Blocking (it reads the headers under the base folder): the dependencies as a
     relocatable entry records them (those under the base folder relative to the working
     folder) and the entry's metadata saying so; or, when such a header can write its
-    path into the binary, the dependencies as they are and the working folder the entry
-    is bound to."""
+    path into the binary (it spells a word of :data:`NAME_WORDS`), or what the compile
+    ``produced`` (its binary and log) holds a path under the base folder, the
+    dependencies as they are and the working folder the entry is bound to."""
     base, cwd = prepared.base_dir, prepared.cwd
     assert base is not None and cwd is not None
+    if _names_this_tree(produced, base, cwd):
+        return list(deps), {"anchor": cwd}
     # Any header read may spell the path (a macro defined outside the base folder that
     # expands __FILE__ in a header under it), not only those under the base folder.
     if any(_names_a_path(d.path) for d in deps if d.digest is not None):

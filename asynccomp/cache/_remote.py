@@ -122,7 +122,6 @@ class RemoteCache(abc.ABC):
             f"compiling with the local cache alone, asking again every "
             f"{self.retry_after:g} s",
             RemoteCacheWarning,
-            stacklevel=2,
         )
 
     def refuse(self, key: str) -> None:

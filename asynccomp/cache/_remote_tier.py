@@ -91,7 +91,6 @@ class RemoteTier(Tier):
             f"{store.auth.key_id}: forged, damaged, or written with another key); they "
             "were recompiled and not kept locally (asynccomp cache stats counts them)",
             CacheAuthWarning,
-            stacklevel=4,
         )
 
     async def put_many(self, entries: Sequence[tuple[str, CacheEntry]]) -> None:

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from .._perms import open_new, umask_of, write_new
+
 __all__ = ("STATS_FILE", "CacheStats", "stats_lock")
 
 STATS_FILE = "stats.json"
@@ -70,36 +72,37 @@ class CacheStats:
                 totals[name] = value
         return totals
 
-    def save(self, root: Path) -> None:
+    def save(self, root: Path, umask: int | None = None) -> None:
         """Add the counts not saved yet to the cache folder's totals (as ccache's stats
         files: under a lock, replaced atomically, so every process using the folder, a
         compile server and in-process engines alike, adds to the same totals). Called
-        again, it adds only what was counted since."""
+        again, it adds only what was counted since. ``umask``: the files' modes
+        (:mod:`asynccomp._perms`)."""
         # What is unsaved is read under the locks: two saves at once (sessions ending
         # together on a server) would otherwise both add the same counts.
-        with self._save_lock, contextlib.suppress(OSError), stats_lock(root):
+        with self._save_lock, contextlib.suppress(OSError), stats_lock(root, umask):
             counts = self.unsaved()
             if not any(counts.values()):
                 return
             totals = self.load(root)
             for name, value in counts.items():
                 totals[name] += value
-            _write_totals(root, totals)
+            _write_totals(root, totals, umask)
             with self._lock:
                 for name, value in counts.items():
                     self._saved[name] = self._saved.get(name, 0) + value
 
     @staticmethod
-    def zero(root: Path) -> None:
+    def zero(root: Path, umask: int | None = None) -> None:
         """Reset the cache folder's totals (``asynccomp cache --zero-stats``)."""
-        with stats_lock(root):
-            _write_totals(root, CacheStats().as_dict())
+        with stats_lock(root, umask):
+            _write_totals(root, CacheStats().as_dict(), umask)
 
 
 @contextlib.contextmanager
-def stats_lock(root: Path) -> Iterator[None]:
+def stats_lock(root: Path, umask: int | None = None) -> Iterator[None]:
     """The stats file's lock, held (processes share the folder)."""
-    fd = os.open(root / f"{STATS_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_new(root / f"{STATS_FILE}.lock", os.O_RDWR | os.O_CLOEXEC, umask_of(umask))
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -107,8 +110,8 @@ def stats_lock(root: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _write_totals(root: Path, totals: dict[str, int]) -> None:
+def _write_totals(root: Path, totals: dict[str, int], umask: int | None = None) -> None:
     """Replace the stats file at once: a reader sees the old totals or the new ones."""
     tmp = root / f".{STATS_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
-    tmp.write_text(json.dumps(totals, indent=2) + "\n")
+    write_new(tmp, (json.dumps(totals, indent=2) + "\n").encode(), umask_of(umask))
     tmp.replace(root / STATS_FILE)

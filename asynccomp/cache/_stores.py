@@ -5,8 +5,8 @@ its own: :mod:`._redis`), so that no store's module imports another's."""
 from __future__ import annotations
 
 import os
-import warnings
 
+from .._warn import warn
 from ..errors import InvalidJob
 from ._auth import RemoteAuth
 from ._redis import RedisCache
@@ -56,9 +56,8 @@ def remote_cache_from_environment(*, strict: bool) -> RemoteCache | None:
     except InvalidJob as exc:
         if strict:
             raise
-        warnings.warn(
+        warn(
             f"${REMOTE_CACHE_ENV} is not used ({exc}); compiling with the local cache alone",
             RemoteCacheWarning,
-            stacklevel=2,
         )
         return None

@@ -36,7 +36,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import logging
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -47,21 +46,24 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
+from .._perms import UMASK_ENV
+from .._warn import warn
 from ..backends import BackendOutput, PreparedCompile
 from ..errors import CacheUnavailable
 from ..toolkit import Toolkit
 from ._compile_key import CacheKey, Identities, KeyMaker, compiler_identity
 from ._disk import DiskCache
-from ._entry import CacheDirWarning, CacheEntry
+from ._entry import CacheDirWarning, CacheEntry, CacheTrustWarning
 from ._freshness import check_cost, fresh, has_dependencies, record, toolkit_roots
 from ._lookups import LOOKUP_LIMIT, Lookups
 from ._memory import MemoryCache
 from ._records import Cached, cached_output, entry_of
 from ._remote import RemoteCache
 from ._remote_tier import RemoteTier
-from ._settings import max_size
+from ._settings import disk_bound, max_size
 from ._stats import CacheStats
 from ._tiers import DiskTier, MemoryTier, Tier
+from ._trust import untrusted
 
 __all__ = ("Cache", "NoCache", "TieredCache", "open_cache")
 
@@ -223,7 +225,7 @@ class TieredCache(Cache):
                     tier.kind, "lookup", tier.get_many(digests, self.pools, deadline), misses
                 )
                 if len(answers) != len(ask):  # a tier answering other keys: all misses
-                    answers = [None] * len(ask)
+                    answers = misses
                 for i, entry in zip(ask, answers, strict=True):
                     if entry is not None:
                         entries[i], source[i] = entry, t
@@ -349,7 +351,7 @@ class TieredCache(Cache):
     def save_stats(self) -> None:
         """Blocking: add this cache's counts to its folder's totals."""
         if self.disk is not None:
-            self.stats.save(self.disk.root)
+            self.stats.save(self.disk.root, self.disk.umask)
 
 
 def _fresh(each: tuple[CacheEntry, str | None], stopped: Callable[[], bool]) -> bool:
@@ -366,10 +368,14 @@ def open_cache(
     cache_failures: bool = False,
     remote: RemoteCache | None = None,
     identities: Identities | None = None,
+    umask: int | None = None,
 ) -> TieredCache:
     """Blocking: the engine's cache, as an engine or a compile server makes it: memory,
     the disk tier in ``folder`` (``None``: none; a folder that cannot be used issues a
-    :class:`~asynccomp.cache.CacheDirWarning` and is left out), the ``remote`` store.
+    :class:`~asynccomp.cache.CacheDirWarning` and is left out, and so does one that
+    users the ``umask`` does not share it with can write,
+    :class:`~asynccomp.cache.CacheTrustWarning`), the ``remote`` store. ``umask``: the
+    modes of what the disk tier writes (:mod:`asynccomp._perms`).
     ``disk_bytes``: the disk tier's bound (``None``: the folder's, the environment's or
     the default, :func:`~._settings.max_size`). ``identities``: each backend's compiler
     identity and header folders (default: the built-in backends' in ``toolkit``)."""
@@ -378,13 +384,24 @@ def open_cache(
     if folder is not None:
         bound, _ = max_size(folder, disk_bytes)
         try:
-            tiers.append(DiskTier(DiskCache(folder, bound)))
+            disk = DiskCache(folder, disk_bound(bound), umask=umask)
         except CacheUnavailable as exc:
-            warnings.warn(
+            warn(
                 f"compile cache folder {folder} is not usable ({exc}); caching in memory only",
                 CacheDirWarning,
-                stacklevel=2,
             )
+        else:
+            why = untrusted(disk.directory, disk.umask)
+            if why is None:
+                tiers.append(DiskTier(disk))
+            else:
+                warn(
+                    f"compile cache folder {folder} is not used: {why}, and whoever can "
+                    "write there can forge entries; caching in memory only (chmod go-w it, "
+                    "or share the cache on purpose: Engine(umask=0o002), "
+                    f"${UMASK_ENV}=002)",
+                    CacheTrustWarning,
+                )
     if remote is not None:
         tiers.append(RemoteTier(remote, stats))
     if identities is None:

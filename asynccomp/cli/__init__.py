@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .._perms import UMASK_ENV
 from .._version import __version__
 from . import _bench, _cache, _compile, _doctor, _serve
 from ._args import unrecognized
@@ -71,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"only compile takes compiler options after --, not {args.command}")
     args.extra_options = extra
     args.command_line = command_line
+    if getattr(args, "umask", None) is not None:
+        # The one place the command's files get their modes from, and a server it
+        # starts inherits it (asynccomp._perms).
+        os.environ[UMASK_ENV] = f"{args.umask:03o}"
     try:
         # serve logs with a logger of its own (time stamps, for its log file).
         with one_voice(logs=args.command != "serve"):

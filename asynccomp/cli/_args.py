@@ -8,10 +8,12 @@ import difflib
 import math
 from collections.abc import Sequence
 
+from .._perms import UMASK_ENV, parse_umask
 from ..errors import InvalidJob
 from ..job import parse_arch
 
 __all__ = (
+    "add_umask",
     "arch",
     "int_list",
     "non_negative_float",
@@ -158,3 +160,23 @@ def unrecognized(arguments: Sequence[str], options: Sequence[str]) -> str:
         if close:
             hints.append(f"{name}: did you mean {close[0]}?")
     return message + (f" ({'; '.join(hints)})" if hints else "")
+
+
+def _umask(text: str) -> int:
+    try:
+        return parse_umask(text, "--umask")
+    except InvalidJob as exc:
+        raise argparse.ArgumentTypeError(exc.problem) from None
+
+
+def add_umask(parser: argparse.ArgumentParser) -> None:
+    """``--umask``: the modes of what the command writes (and a server it starts), as
+    ``$ASYNCCOMP_UMASK``, which it sets (:mod:`asynccomp._perms`)."""
+    parser.add_argument(
+        "--umask",
+        type=_umask,
+        default=None,
+        metavar="OCTAL",
+        help=f"the modes of the files asynccomp writes, as ccache's umask (default: ${UMASK_ENV}, "
+        "else 077: private to you; 007 shares the cache and dumps with your group)",
+    )

@@ -16,8 +16,9 @@ from typing import Any, TextIO
 import anyio
 
 from .. import bench
+from .._perms import umask_of, write_new
 from ..engine import default_workers
-from ._args import arch, int_list, non_negative_int, on_off_list, positive_int, word_list
+from ._args import add_umask, arch, int_list, non_negative_int, on_off_list, positive_int, word_list
 
 DESCRIPTION = """\
 Compile a corpus of .cu files (default: the built-in examples) in several configurations
@@ -33,7 +34,15 @@ threads and processes run once per --fast-path setting (the TVM preamble fast pa
 Every configuration gets its own engine (no cache), is warmed up (--warmup untimed
 passes; the first pass of a fresh engine is reported as "cold"), and then runs --repeat
 timed passes; the order of configurations is reversed on every other round, and the
-table shows medians. Progress goes to stderr, the table to stdout.
+table shows medians. Progress goes to stderr, the table to stdout, with a forecast of
+how long the run takes after its first pass (rough: every configuration is assumed to
+be as fast per worker as the first), and a closer one once every configuration has run
+a pass.
+
+The baseline compiles one kernel at a time, so it takes as long as the corpus takes on
+one core, once per pass: on a small machine a large corpus takes minutes (--limit,
+--repeat and --warmup shorten it). More workers than CPUs only take turns: the ideal
+and the efficiency (eff) count min(workers, CPUs).
 
 Example:
   asynccomp bench --configs tvm,processes --workers 1,2 --limit 6 --json bench.json
@@ -69,7 +78,8 @@ def add_parser(sub: Any) -> None:
         type=word_list,
         default=["tvm", "threads", "processes"],
         metavar="LIST",
-        help="comma-separated, from tvm, threads, processes, nvcc (default: tvm,threads,processes)",
+        help=f"comma-separated, from {', '.join(bench.CONFIG_KINDS)} "
+        "(default: tvm,threads,processes)",
     )
     p.add_argument(
         "--workers",
@@ -110,20 +120,72 @@ def add_parser(sub: Any) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="write a PNG of speedup against workers here (needs matplotlib: asynccomp[plot])",
+        help="write a PNG of speedup against workers here (needs matplotlib)",
     )
+    add_umask(p)
     p.set_defaults(run=run)
+
+
+def _minutes(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min"
+
+
+def forecast(event: bench.Progress, settings: bench.BenchSettings, cpus: int) -> str:
+    """The line printed when the first pass ends (``event``): what it took, and roughly
+    how long all passes of all configurations will, at that pace."""
+    assert event.seconds is not None
+    at_once = bench.parallelism(event.config.workers, cpus)
+    one_at_a_time = event.seconds * at_once
+    passes = settings.warmup + settings.repeat
+    total = bench.estimate_seconds(settings.configs, passes, one_at_a_time, cpus)
+    if event.config.kind == "tvm":
+        what = "TVM's way, one kernel at a time,"
+    else:
+        what = f"{event.config.label} ({at_once} at once)"
+    return (
+        f"bench: the first pass, {what} took {event.seconds:.1f} s for {event.total} kernels "
+        f"({one_at_a_time / max(event.total, 1):.2f} s each here): "
+        f"{passes * len(settings.configs)} passes in all, roughly {_minutes(total)}"
+    )
+
+
+def closer_forecast(passes: dict[int, list[float]], settings: bench.BenchSettings) -> str | None:
+    """The line printed once every configuration has run (``None`` when no pass is left):
+    ``passes`` maps each one's index to the walls of its passes so far; each pass left is
+    taken to last as long as that configuration's latest."""
+    each = settings.warmup + settings.repeat
+    left = {index: each - len(walls) for index, walls in passes.items()}
+    seconds = sum(left[index] * walls[-1] for index, walls in passes.items())
+    if not sum(left.values()):
+        return None
+    return (
+        f"bench: every configuration has run a pass: the {sum(left.values())} passes left "
+        f"should take about {_minutes(seconds)}"
+    )
 
 
 class _Progress:
     """Progress on stderr: a live counter on a terminal, else a line per pass (and one
-    every ``every`` seconds inside a long pass)."""
+    every ``every`` seconds inside a long pass), and the forecasts (with ``settings``)."""
 
-    def __init__(self, stream: TextIO, live: bool, every: float = 15.0) -> None:
+    def __init__(
+        self,
+        stream: TextIO,
+        live: bool,
+        every: float = 15.0,
+        settings: bench.BenchSettings | None = None,
+        cpus: int = 1,
+    ) -> None:
         self.stream = stream
         self.live = live
         self.every = every
+        self.settings = settings
+        self.cpus = cpus
         self._last = 0.0
+        self._forecast = settings is not None
+        self._passes: dict[int, list[float]] = {}
 
     def __call__(self, event: bench.Progress) -> None:
         phase = f"{event.phase} {event.number}/{event.passes}" + (" (cold)" if event.cold else "")
@@ -132,6 +194,8 @@ class _Progress:
         if event.seconds is not None:
             line = f"{what} {event.seconds:8.2f} s"
             self.stream.write(("\r" + line.ljust(79) if self.live else line) + "\n")
+            if self.settings is not None:
+                self._forecasts(event, self.settings)
         elif self.live:
             self.stream.write(f"\r{what} {event.done}/{event.total}")
         elif event.done == 0:
@@ -141,6 +205,18 @@ class _Progress:
             self._last = now
             self.stream.write(f"{what} {event.done}/{event.total} ...\n")
         self.stream.flush()
+
+    def _forecasts(self, event: bench.Progress, settings: bench.BenchSettings) -> None:
+        assert event.seconds is not None
+        if self._forecast:
+            self._forecast = False
+            self.stream.write(forecast(event, settings, self.cpus) + "\n")
+        first_time = len(self._passes) < event.configs
+        self._passes.setdefault(event.index, []).append(event.seconds)
+        if first_time and len(self._passes) == event.configs and event.configs > 1:
+            closer = closer_forecast(self._passes, settings)
+            if closer is not None:
+                self.stream.write(closer + "\n")
 
 
 def _error(message: str) -> int:
@@ -159,36 +235,45 @@ def run(args: argparse.Namespace) -> int:
     except bench.BenchError as exc:
         return _error(str(exc))
     if args.plot is not None and not bench.plot_available():
-        return _error("--plot needs matplotlib: pip install 'asynccomp[plot]'")
+        return _error("--plot needs matplotlib: pip install matplotlib")
     for path in (args.json, args.plot):
         if path is not None and not path.parent.is_dir():
             return _error(f"no such folder for {path}: {path.parent}")
     if not bench.memory_sampling_available():
         print(
-            "bench: psutil is not installed, so peak memory is not measured "
-            "(pip install 'asynccomp[bench]')",
+            "bench: psutil is not installed, so peak memory is not measured (pip install psutil)",
             file=sys.stderr,
         )
+    cpus = default_workers()
     print(
         f"bench: {len(kernels)} kernels, {len(configs)} configurations, "
-        f"{settings.warmup} warm-up + {settings.repeat} timed passes each",
+        f"{settings.warmup} warm-up + {settings.repeat} timed passes each; "
+        "a forecast of the time follows the first pass",
         file=sys.stderr,
     )
-    progress = _Progress(sys.stderr, live=sys.stderr.isatty())
+    crowded = sorted({c.workers for c in configs if c.kind != "tvm" and c.workers > cpus})
+    if crowded:
+        print(
+            f"bench: warning: --workers {','.join(map(str, crowded))} outnumber the {cpus} "
+            f"CPUs here: more than {cpus} only take turns (ideal and eff count {cpus})",
+            file=sys.stderr,
+        )
+    progress = _Progress(sys.stderr, live=sys.stderr.isatty(), settings=settings, cpus=cpus)
     # Asked before any engine starts, so the CUDA driver this loads weighs on the memory
     # of every configuration alike.
     machine = bench.machine_info()
 
     def write_json(measured: bench.BenchRun) -> None:
         if args.json is not None:
-            stats = bench.summarize(measured.runs, len(measured.kernels))
+            stats = bench.summarize(measured.runs, len(measured.kernels), cpus)
             document = bench.report_json(measured, stats, args.command_line, machine)
-            args.json.write_text(json.dumps(document, indent=2) + "\n")
+            text = json.dumps(document, indent=2) + "\n"
+            write_new(args.json, text.encode(), umask_of(None))
 
     # The JSON is also written after every timed round: a long run that is stopped
     # keeps what it measured.
     result = anyio.run(bench.run_bench, kernels, settings, progress, write_json)
-    stats = bench.summarize(result.runs, len(result.kernels))
+    stats = bench.summarize(result.runs, len(result.kernels), cpus)
     print(bench.format_table(result, stats))
     write_json(result)
     if args.plot is not None:

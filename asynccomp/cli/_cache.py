@@ -24,9 +24,17 @@ from ..cache import (
     remote_cache_from_url,
 )
 from ..cache._remote import redacted_url
-from ..cache._settings import MAX_SIZE_ENV, max_size, parse_size, store_max_size
+from ..cache._settings import (
+    MAX_SIZE_ENV,
+    format_size,
+    is_binary_size,
+    max_size,
+    parse_size,
+    store_max_size,
+)
 from ..cache._stats import stats_lock
 from ..errors import AsyncCompError
+from ._args import add_umask
 
 DESCRIPTION = """\
 The compile cache: entries by a key over everything that decides a binary, in a folder
@@ -39,9 +47,13 @@ the team's key in $ASYNCCOMP_REMOTE_CACHE_KEY or $ASYNCCOMP_REMOTE_CACHE_KEY_FIL
   asynccomp cache clear      remove every entry
   asynccomp cache path       print the folder
   asynccomp cache -z         zero the statistics (ccache -z, sccache --zero-stats)
-  asynccomp cache -M 5G      keep at most 5 GB on disk (ccache -M; 5GiB: 5 x 2^30),
-                             stored in the folder; $ASYNCCOMP_CACHE_MAX_SIZE overrides it,
-                             and Engine(disk_cache_bytes=...) overrides both
+  asynccomp cache -M 5G      keep at most 5 GB on disk (ccache -M; 0: no limit), stored in
+                             the folder; $ASYNCCOMP_CACHE_MAX_SIZE overrides it, and
+                             Engine(disk_cache_bytes=...) overrides both
+
+Sizes, as ccache writes them: K, M, G, T are powers of 1000 (5G or 5GB: 5 x 10^9 bytes),
+Ki, Mi, Gi, Ti powers of 1024 (5Gi or 5GiB: 5 x 2^30 bytes); stats shows a size in the
+units it was given in (5.0 GB, 5.0 GiB; the default bound is 4.0 GiB).
 
 The statistics are the folder's totals: every engine and compile server that caches
 there adds its counts (a server when each client leaves and when it stops).
@@ -64,10 +76,12 @@ def add_parser(sub: Any) -> None:
         "--max-size",
         default=None,
         metavar="SIZE",
-        help="keep at most SIZE on disk (5G, 500M, 5GiB), stored in the cache folder",
+        help="keep at most SIZE on disk, stored in the cache folder: 5G = 5 x 10^9 bytes, "
+        "5GiB = 5 x 2^30, 500M, bytes; 0: no limit",
     )
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR", help="the folder")
     p.add_argument("--json", action="store_true", help="stats and verify: JSON on stdout")
+    add_umask(p)
     p.set_defaults(run=run)
 
 
@@ -75,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     root = args.cache_dir if args.cache_dir is not None else default_cache_dir()
     try:
         size = None if args.max_size is None else parse_size(args.max_size, "--max-size")
+        max_size(None, None)  # a bad $ASYNCCOMP_CACHE_MAX_SIZE: one line, not a traceback
     except ValueError as exc:
         print(f"asynccomp: error: {exc}", file=sys.stderr)
         return 2
@@ -93,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"statistics zeroed in {disk.directory}")
     if size is not None:
         store_max_size(disk.root, size)
-        print(f"max size {size / 1e9:g} GB ({size} bytes) stored in {disk.directory}")
+        shown = f"{format_size(size)} ({size} bytes)" if size else "0: no limit"
+        print(f"max size {shown} stored in {disk.directory}")
         if os.environ.get(MAX_SIZE_ENV, "").strip():
             print(f"asynccomp: warning: ${MAX_SIZE_ENV} is set and overrides it", file=sys.stderr)
     if args.action is None:
@@ -194,10 +210,11 @@ def _stats(disk: DiskCache, root: Path, as_json: bool) -> int:
         print(json.dumps(report, indent=2))
         return 0
     rate = f"{100 * hits / lookups:.1f}%" if lookups else "-"
+    bound = format_size(max_bytes) if max_bytes else "no limit"
     lines = [
         f"folder           {report['folder']}",
         f"entries          {entries}",
-        f"size             {size / 2**20:.1f} MiB of {max_bytes / 2**30:g} GiB ({max_from})",
+        f"size             {format_size(size, is_binary_size(max_bytes))} of {bound} ({max_from})",
         f"hits             {hits} of {lookups} lookups ({rate})",
         f"  memory         {totals['memory_hits']}",
         f"  disk           {totals['disk_hits']}",

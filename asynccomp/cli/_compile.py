@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from .._os import listening
+from .._perms import make_folders, umask_of, write_new
 from ..backends import CompilerBackend, backend_class, backend_names
 from ..backends._base import safe_stem
 from ..engine import Engine
@@ -18,7 +19,7 @@ from ..errors import AsyncCompError, ClusterError, DumpDirError, InvalidJob, Ser
 from ..gpu import local_gpu_arch
 from ..job import DEFAULT_BACKEND, OUTPUT_FORMATS, CompileJob
 from ..server import server_paths
-from ._args import JOBS_HELP, JobsAction, arch, positive_float
+from ._args import JOBS_HELP, JobsAction, add_umask, arch, positive_float
 from ._compile_run import CompileRun, quiet_ctrl_c
 from ._inputs import compiler_options, find_inputs, read_source, source_options, unique_names
 from ._json_file import file_state
@@ -60,6 +61,45 @@ folder that cannot be listed, a dangling link or a loop, a FIFO named x.cu: one 
 each on stderr), 130 when interrupted."""
 
 
+def _or(names: list[str]) -> str:
+    return " or ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _grouped(key: Any) -> dict[str, list[str]]:
+    """The registered backends' names grouped by ``key(backend class)``, in registry order."""
+    groups: dict[str, list[str]] = {}
+    for name in backend_names():
+        groups.setdefault(key(backend_class(name)), []).append(name)
+    return groups
+
+
+def paths_help() -> str:
+    """The help of the sources argument: each suffix the backends compile, from the
+    registry (a new backend shows up by itself)."""
+    by_suffix = _grouped(lambda b: b.source_suffix)
+    default_suffix = backend_class(DEFAULT_BACKEND).source_suffix
+    others = [
+        f"{suffix} with --backend {_or(names)}"
+        for suffix, names in by_suffix.items()
+        if suffix != default_suffix
+    ]
+    return f"source files ({'; '.join([default_suffix, *others])}), or folders searched for them"
+
+
+def backend_help() -> str:
+    """The help of --backend: what each registered backend compiles."""
+    by_source = _grouped(lambda b: f"{b.source_language} ({b.source_suffix} files)")
+    kinds = "; ".join(f"{', '.join(names)}: {source}" for source, names in by_source.items())
+    return f"default: {DEFAULT_BACKEND}; {kinds}"
+
+
+def output_help() -> str:
+    """The help of --output: each registered backend's default output."""
+    by_output = _grouped(lambda b: b.outputs[0])
+    each = "; ".join(f"{', '.join(names)}: {output}" for output, names in by_output.items())
+    return f"default: the backend's ({each})"
+
+
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "compile",
@@ -71,20 +111,20 @@ def add_parser(sub: Any) -> None:
         "paths",
         nargs="*",
         type=Path,
-        help="source files (.cu; .ptx with --backend ptx), or folders searched for them",
+        help=paths_help(),
     )
     p.add_argument("--examples", action="store_true", help="also compile the built-in examples")
     p.add_argument(
         "--backend",
         choices=backend_names(),
         default=DEFAULT_BACKEND,
-        help=f"default: {DEFAULT_BACKEND}; ptx compiles .ptx files (PTX -> cubin with ptxas)",
+        help=backend_help(),
     )
     p.add_argument(
         "--output",
         choices=OUTPUT_FORMATS,
         default=None,
-        help="default: the backend's (cubin for nvrtc and ptx, fatbin for nvcc)",
+        help=output_help(),
     )
     p.add_argument("--arch", type=arch, default=None, help="e.g. sm_90a (default: the local GPU's)")
     p.add_argument("-j", "--jobs", action=JobsAction, default=None, metavar="N", help=JOBS_HELP)
@@ -137,7 +177,7 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="ADDRESS",
         help="compile on actors of a Ray cluster: auto (the one this machine belongs to), "
-        "HOST:PORT or ray://HOST:PORT (needs pip install 'asynccomp[ray]')",
+        "HOST:PORT or ray://HOST:PORT (needs Ray: pip install ray)",
     )
     p.add_argument(
         "--ray-fallback",
@@ -154,6 +194,7 @@ def add_parser(sub: Any) -> None:
         metavar="FLAG",
         help="extra compiler option (repeatable), e.g. -X=-DTILE=64 -X=--use_fast_math",
     )
+    add_umask(p)
     p.set_defaults(run=run, extra_options=[])
 
 
@@ -197,9 +238,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
     """An output that cannot be written fails now, before any compile (exit 2)."""
     if args.out is not None:
         try:
-            args.out.mkdir(parents=True, exist_ok=True)
+            make_folders(args.out, umask_of(None))
             probe = args.out / f".asynccomp-probe-{os.getpid()}"
-            probe.write_bytes(b"")
+            write_new(probe, b"", umask_of(None))
             probe.unlink()
         except OSError as exc:
             raise OSError(f"--out {args.out} cannot be written: {exc.strerror or exc}") from None

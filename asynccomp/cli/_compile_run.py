@@ -19,6 +19,7 @@ from typing import TextIO
 
 import anyio
 
+from .._perms import umask_of, write_new
 from ..backends import backend_class
 from ..engine import Engine
 from ..errors import AsyncCompWarning
@@ -55,7 +56,6 @@ class CompileRun:
         self.unwritten = False  # --json could not be written: exit status 1
         self.display: Display | None = None
         self.where = engine.where
-        self.deduplicated = 0
 
     def _output_name(self, result: CompileResult) -> str | None:
         """The file ``--out`` gets for this result (named after its job), if any."""
@@ -93,9 +93,6 @@ class CompileRun:
                 tg.cancel_scope.cancel()
             versions = engine.compiler_versions
             self.where = engine.where
-            # Counted by this client for its own jobs, wherever they ran (a compile
-            # server tells each job's answer).
-            self.deduplicated = engine.statistics().deduplicated
         wall = time.monotonic() - started
         display.close("asynccomp: interrupted" if self.interrupted else "")
         return self._report(wall, versions)
@@ -116,7 +113,7 @@ class CompileRun:
         if name is not None:
             assert self.args.out is not None and result.binary is not None
             try:
-                (self.args.out / name).write_bytes(result.binary)
+                write_new(self.args.out / name, result.binary, umask_of(None))
             except OSError as exc:  # the disk filled up: the other binaries go on
                 print(f"asynccomp: could not write {self.args.out / name}: {exc}", file=sys.stderr)
 
@@ -153,7 +150,6 @@ class CompileRun:
                 wall,
                 total=len(self.jobs),
                 where=self.where,
-                deduplicated=self.deduplicated,
             ),
             file=self.out,
         )

@@ -10,6 +10,8 @@ import json
 import os
 import platform
 import re
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +32,12 @@ from ..cache._remote import redacted_url
 from ..errors import AsyncCompError
 from ..gpu import local_gpu_arch
 from ..job import DEFAULT_BACKEND, parse_arch
-from ..toolkit import Toolkit, find_toolkit
+from ..toolkit import HEADERS_ENV, find_toolkit, wheel_include_dirs
 
 #: The wheels that together give a working nvcc without a CUDA toolkit.
 NVCC_WHEELS = "nvidia-cuda-nvcc nvidia-cuda-crt nvidia-nvvm nvidia-cuda-runtime nvidia-cuda-cccl"
+#: The wheels of the headers NVRTC compiles against without a CUDA toolkit.
+HEADER_WHEELS = "nvidia-cuda-runtime nvidia-cuda-cccl"
 
 
 def add_parser(sub: Any) -> None:
@@ -56,9 +60,9 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _header_version(toolkit: Toolkit) -> str | None:
-    """The CUDA version of the headers NVRTC compiles against (``cuda.h``)."""
-    for folder in toolkit.include_dirs:
+def _header_version(folders: Sequence[Path]) -> str | None:
+    """The CUDA version of the headers in ``folders`` (their ``cuda.h``)."""
+    for folder in folders:
         try:
             text = (Path(folder) / "cuda.h").read_text(errors="replace")
         except OSError:
@@ -109,11 +113,51 @@ def _remote_key() -> dict[str, Any] | None:
     return None if auth is None else {"id": auth.key_id, "source": auth.source}
 
 
+def _header_note(
+    nvrtc: str,
+    headers: str,
+    include_dirs: Sequence[Path],
+    cuda_root: Path | None,
+    wheels: Sequence[Path],
+    wheel_headers: str | None,
+) -> str:
+    """What to say when NVRTC's version and its headers' differ: where the headers come
+    from, and how to get matching ones (the header wheels are used only when no toolkit
+    root with headers was found, or when $ASYNCCOMP_CUDA_HEADERS=wheels says so)."""
+    release = ".".join(nvrtc.split(".")[:2])
+    said = (
+        f"NVRTC {nvrtc} compiles against CUDA {headers} headers "
+        f"({include_dirs[0] if include_dirs else '?'}): a newer NVRTC usually takes older "
+        "headers, but kernels that need newer ones fail"
+    )
+    if wheels and list(include_dirs) == wheels:
+        return (
+            f"{said}; these are the header wheels': pip install -U {HEADER_WHEELS} for "
+            f"CUDA {release} headers"
+        )
+    if wheels:
+        matching = wheel_headers is not None and wheel_headers.split(".")[:2] == release.split(".")
+        return (
+            f"{said}. The header wheels are installed (CUDA {wheel_headers or '?'} headers in "
+            f"{wheels[0]}{', matching NVRTC' if matching else ''}), but asynccomp uses them "
+            f"only when it finds no toolkit root with headers, and it found {cuda_root}: "
+            f"set {HEADERS_ENV}=wheels to compile against them, or CUDA_PATH to a CUDA "
+            f"{release} toolkit"
+        )
+    return (
+        f"{said}; set CUDA_PATH to a CUDA {release} toolkit, or pip install {HEADER_WHEELS} "
+        f"and set {HEADERS_ENV}=wheels"
+    )
+
+
 def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     """The facts, and the problems with what was asked for."""
     toolkit = find_toolkit()
     versions = compiler_versions(toolkit)
-    headers = _header_version(toolkit)
+    headers = _header_version(toolkit.include_dirs)
+    wheels = wheel_include_dirs()
+    wheel_headers = _header_version(wheels)
+    wheels_used = bool(wheels) and list(toolkit.include_dirs) == wheels
     problems: list[str] = []
     notes: list[str] = []
     wanted = args.backend or [DEFAULT_BACKEND]
@@ -127,10 +171,14 @@ def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     nvrtc = versions["nvrtc"]
     if nvrtc and headers and nvrtc.split(".")[:2] != headers.split(".")[:2]:
         notes.append(
-            f"NVRTC {nvrtc} compiles against CUDA {headers} headers "
-            f"({toolkit.include_dirs[0] if toolkit.include_dirs else '?'}): a newer NVRTC "
-            "usually takes older headers, but kernels that need newer ones fail; set "
-            "CUDA_PATH to a matching toolkit, or use the header wheels"
+            _header_note(
+                nvrtc, headers, toolkit.include_dirs, toolkit.cuda_root, wheels, wheel_headers
+            )
+        )
+    elif os.environ.get(HEADERS_ENV, "").strip().lower() == "wheels" and not wheels_used:
+        notes.append(
+            f"{HEADERS_ENV}=wheels, but the header wheels are not installed: "
+            f"pip install {HEADER_WHEELS}"
         )
     if args.arch:
         try:
@@ -172,6 +220,11 @@ def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
             "library": toolkit.nvrtc_library,
             "headers": headers,
             "include_dirs": [str(d) for d in toolkit.include_dirs],
+            "header_wheels": {
+                "include_dirs": [str(d) for d in wheels],
+                "headers": wheel_headers,
+                "used": wheels_used,
+            },
             "archs": list(toolkit.nvrtc_archs),
         },
         "nvcc": {
@@ -195,7 +248,11 @@ def report(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    facts, problems = report(args)
+    try:
+        facts, problems = report(args)
+    except AsyncCompError as exc:  # a bad setting the toolkit search reads
+        print(f"asynccomp: error: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(facts, indent=2))
         return 1 if problems else 0

@@ -5,7 +5,8 @@ it): a reader never sees half a report, and a run stopped while writing leaves t
 one. A file that was there before the run started is replaced, as a re-run expects;
 one that another run wrote while this one compiled keeps that run's records, this run's
 added after them (a note on stderr says so). Runs finishing together take turns (a
-lock on the folder).
+lock on the folder). The file gets the mode the umask setting says (private to the
+user by default: :mod:`asynccomp._perms`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from .._perms import umask_of, write_new
 
 __all__ = ("FileState", "file_state", "write_records")
 
@@ -66,7 +69,8 @@ def write_records(path: Path, rows: list[dict[str, Any]], seen: FileState) -> st
                 note = f"{path} was changed while this run compiled (not a report): replaced"
         temporary = folder / f".{path.name}.{os.getpid()}.tmp"
         try:
-            temporary.write_text(json.dumps([*kept, *rows], indent=2) + "\n")
+            text = json.dumps([*kept, *rows], indent=2) + "\n"
+            write_new(temporary, text.encode(), umask_of(None))
             temporary.replace(path)
         finally:
             temporary.unlink(missing_ok=True)

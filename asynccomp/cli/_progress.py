@@ -1,7 +1,8 @@
 """What ``asynccomp compile`` shows while it runs.
 
-On a terminal, :class:`ProgressBar` keeps one line redrawn in place (``\\r``): done,
-failed and cached counts, the jobs compiling now, and an ETA from the cost model's
+On a terminal, :class:`ProgressBar` keeps one line redrawn in place (``\\r``), every
+frame as wide as the terminal with each field at a fixed place: done, failed and cached
+counts, the jobs compiling now, and an ETA from the cost model's
 estimates (scaled by how the finished compiles compared with theirs: with the longest
 jobs started first, a rate-based ETA is far off early). Failures are printed above it
 as they come. Elsewhere (a pipe, a file, CI logs), :class:`JobLines` prints one line
@@ -30,15 +31,6 @@ def job_status(result: CompileResult) -> str:
     if result.cached and result.ok:
         return "cached"
     return "ok" if result.ok else type(result.error).__name__
-
-
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds + 0.5), 60)
-    return (
-        f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
-        if minutes >= 60
-        else f"{minutes}:{secs:02d}"
-    )
 
 
 class Estimates:
@@ -140,12 +132,27 @@ class JobLines(Display):
             print(note, file=self.stream, flush=True)
 
 
+# Columns the bar leaves for ", now: <names>" when the terminal is narrow.
+_NOW_ROOM = 20
+
+
+def _fixed_clock(seconds: float | None) -> str:
+    """``h:mm:ss`` in 7 characters, so that the fields after it never move."""
+    if seconds is None:
+        return "-:--:--"
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}".rjust(7)
+
+
 class ProgressBar(Display):
-    """A progress bar on one terminal line, redrawn with ``\\r``."""
+    """A progress bar on one terminal line, redrawn with ``\\r``. Every frame is as wide
+    as the terminal, and its counts and clocks are padded to fixed widths, so that no
+    field moves from one frame to the next; the names of the jobs running come last."""
 
     def __init__(self, total: int, stream: TextIO, **options: object) -> None:
         super().__init__(total, stream, **options)  # type: ignore[arg-type]
         self._drawn = False
+        self._digits = len(str(total))
         self.tick()
 
     def _columns(self) -> int:
@@ -155,19 +162,25 @@ class ProgressBar(Display):
         elapsed = (time.monotonic() if now is None else now) - self.started
         running = list(self.running())
         left = self.estimates.remaining(running) if self.estimates is not None else None
-        eta = _clock(left) if left is not None and self.done < self.total else "-:--"
+        eta = _fixed_clock(left if self.done < self.total else None)
+        digits = self._digits
         counts = (
-            f" {self.done}/{self.total} done, {self.failed} failed, {self.cached} cached, "
-            f"ETA {eta}, {_clock(elapsed)}"
+            f" {self.done:>{digits}}/{self.total} done, {self.failed:>{digits}} failed, "
+            f"{self.cached:>{digits}} cached, ETA {eta}, {_fixed_clock(elapsed)}"
         )
         if running:
             shown = ", ".join(job.name for job, _ in running[:3])
             more = f" +{len(running) - 3}" if len(running) > 3 else ""
-            counts += f", now: {shown}{more}"
+            now_running = f", now: {shown}{more}"
+        else:
+            now_running = ""
         columns = self._columns()
-        bar = max(10, min(30, columns - len(counts) - 2))
+        # The counts have the same length in every frame, and so has the bar, which
+        # leaves room for the names of the jobs running.
+        bar = max(10, min(30, columns - len(counts) - 2 - _NOW_ROOM))
         filled = bar * self.done // self.total if self.total else bar
-        return f"[{'#' * filled}{'.' * (bar - filled)}]{counts} "[:columns]
+        frame = f"[{'#' * filled}{'.' * (bar - filled)}]{counts}{now_running}"
+        return frame[:columns].ljust(columns)
 
     def _write(self, text: str) -> None:
         # Pad to the width so a shorter line wipes the longer one it replaces.

@@ -79,20 +79,20 @@ def summary(
     *,
     total: int,
     where: str = "",
-    deduplicated: int = 0,
     slowest: int = 5,
 ) -> str:
-    """The end-of-run report: counts (``deduplicated``: jobs answered by an identical
-    job's compile), wall and summed compile time (and ``where`` the compiles ran), the
-    slowest jobs and the most registers and spills any kernel needed."""
+    """The end-of-run report: counts (deduplicated: jobs answered by an identical job's
+    compile), wall and summed compile time of the compiles that ran (and ``where`` they
+    ran), the slowest jobs and the most registers and spills any kernel needed."""
     failed = [r for r in results if not r.ok]
     timed_out = sum(isinstance(r.error, CompileTimeout) for r in failed)
     cached = sum(r.cached for r in results if r.ok)
-    compiled = [r for r in results if not r.cached]
+    shared = sum(r.shared for r in results if r.ok)
+    # The jobs that ran a compiler: not those the cache or another job's compile answered.
+    compiled = [r for r in results if not r.cached and not r.shared]
     compile_time = sum(r.elapsed for r in compiled)
     succeeded = len(results) - len(failed)
     warned = sum(count_warnings(r.log) > 0 for r in results)
-    shared = min(deduplicated, succeeded - cached)
     head = f"{plural(total, 'job')}: {succeeded} succeeded "
     head += f"({succeeded - cached - shared} compiled, {cached} from the cache"
     head += f", {shared} deduplicated), " if shared else "), "
@@ -104,7 +104,8 @@ def summary(
     lines = [
         "",
         f"{head} in {wall:.2f} s" + (f", {where}" if where else ""),
-        f"compile time: {compile_time:.2f} s summed over {plural(len(compiled), 'compile')} "
+        f"compile time: {compile_time:.2f} s summed over the "
+        f"{plural(len(compiled), 'compile')} that ran "
         f"({compile_time / wall if wall > 0 else 0:.1f}x the wall time)",
     ]
     if warned:

@@ -18,7 +18,7 @@ from .._os import child_environ
 from ..config import server_mode
 from ..errors import AsyncCompError, ServerError
 from ..server import DEFAULT_IDLE_TIMEOUT, Server, ServerPaths, server_paths, status, stop
-from ._args import JOBS_HELP, JobsAction, non_negative_float
+from ._args import JOBS_HELP, JobsAction, add_umask, non_negative_float
 from ._messages import StripPrefix, in_cli_terms
 from ._ray_args import add_ray_timeout, ray_address, ray_executor
 
@@ -87,6 +87,7 @@ def add_parser(sub: Any) -> None:
         help="run in the background; return once it listens (how clients start it)",
     )
     p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    add_umask(p)
     p.set_defaults(run=run)
 
 

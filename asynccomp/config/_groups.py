@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from .._perms import parse_umask
 from ..errors import InvalidJob, SettingsError
 from ..job import parse_arch
 from ._checks import check_bool, check_bytes, check_count, check_instance, check_path
@@ -45,8 +46,9 @@ class JobSettings:
     """How an engine plans and renders every job, in every mode (a compile server takes
     none: they are each client's). See :class:`~asynccomp.Engine` for each.
 
-    >>> JobSettings(arch="sm_90a", split_compile=2)
-    JobSettings(arch='sm_90a', tvm_fast_path=True, dump_dir=None, split_compile=2, cost_model=None)
+    >>> JobSettings(arch="sm_90a", split_compile=2, umask=0o007)  # doctest: +NORMALIZE_WHITESPACE
+    JobSettings(arch='sm_90a', tvm_fast_path=True, dump_dir=None, split_compile=2,
+                cost_model=None, umask=7)
     >>> JobSettings(split_compile=-1)
     Traceback (most recent call last):
         ...
@@ -59,6 +61,10 @@ class JobSettings:
     dump_dir: str | os.PathLike[str] | None = None
     split_compile: int = 0
     cost_model: CostModel | None = field(default=None, compare=False)
+    #: The modes of the files and folders the engine writes (its dumps, and its cache
+    #: in process): ``None`` takes ``$ASYNCCOMP_UMASK``, else 077 (private to the
+    #: user). See :mod:`asynccomp._perms`.
+    umask: int | None = None
 
     def __post_init__(self) -> None:
         if self.arch is not None:
@@ -74,6 +80,8 @@ class JobSettings:
         from ..cost import CostModel
 
         check_instance("cost_model", self.cost_model, CostModel, "a CostModel")
+        if self.umask is not None:
+            object.__setattr__(self, "umask", parse_umask(self.umask))
 
 
 @dataclass(frozen=True)
@@ -169,7 +177,9 @@ class CacheSettings:
     cache: bool = True
     cache_dir: str | os.PathLike[str] | Literal[False] | None = None
     memory_cache_bytes: int = 256 * 2**20
-    disk_cache_bytes: int | None = None  # None: $ASYNCCOMP_CACHE_MAX_SIZE, the folder's, 4 GiB
+    disk_cache_bytes: int | None = (
+        None  # None: $ASYNCCOMP_CACHE_MAX_SIZE, the folder's, 4 GiB; 0: no limit
+    )
     cache_failures: bool = False
     remote_cache: str | RemoteCache | Literal[False] | None = None
 

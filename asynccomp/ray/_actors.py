@@ -17,7 +17,6 @@ import contextlib
 import logging
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from .._warn import warn
 from ..errors import ClusterError, ClusterWarning
 from ._actor import CompileActor
 from ._connect import connect, disconnect, import_ray
@@ -153,11 +153,10 @@ class ActorSet:
                 f"none of {count} Ray compile actors could be used: " + "; ".join(problems)
             )
         if problems:
-            warnings.warn(
+            warn(
                 f"asynccomp: {count - len(started)} of {count} Ray compile actors are not "
                 "used: " + "; ".join(sorted(set(problems))),
                 ClusterWarning,
-                stacklevel=2,
             )
 
     def _start(self, count: int) -> tuple[list[Actor], list[str]]:

@@ -49,7 +49,8 @@ def import_ray() -> Any:
         import ray
     except ImportError as exc:
         raise ClusterError(
-            f"compiling on a Ray cluster needs Ray ({exc}): pip install 'asynccomp[ray]'"
+            f"compiling on a Ray cluster needs Ray ({exc}): pip install ray "
+            "(in asynccomp's checkout: pip install '.[ray]')"
         ) from exc
     return ray
 

@@ -4,7 +4,6 @@ compile on the cluster)."""
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -12,6 +11,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from .._warn import warn
 from ..backends import (
     BackendOptions,
     BackendOutput,
@@ -111,9 +111,7 @@ class RayExecutor:
         except ClusterError as exc:
             if not self.fallback:
                 raise
-            warnings.warn(
-                f"asynccomp: compiling with local workers: {exc}", ClusterWarning, stacklevel=2
-            )
+            warn(f"asynccomp: compiling with local workers: {exc}", ClusterWarning)
             return None
         # The actors are counted once, by the first backend (they all share them).
         backends: dict[str, CompilerBackend] = {

@@ -4,7 +4,14 @@ a lock and a log, all named after the server's identity.
 The folder is ``$ASYNCCOMP_SERVER_DIR``, else ``$XDG_RUNTIME_DIR/asynccomp``, else
 ``<tmp>/asynccomp-<uid>``. It must belong to this user and be closed to everyone else
 (mode 0700), as ssh insists for its own files: in a shared ``/tmp`` another user could
-make the folder first and wait there with a socket of their own.
+make the folder first and wait there with a socket of their own. Such a folder is not
+used, and must not deny service either (no ``$XDG_RUNTIME_DIR`` under ``runuser``, in
+containers, in cron jobs): when the ``<tmp>`` one is taken or open to others, the server
+lives in a folder of this user's own instead, ``<user cache folder>/server-<host>``
+(``~/.cache/asynccomp/server-<host>``: nobody else can make it first), with a
+:class:`~asynccomp.ServerWarning` saying so. A folder named by ``$ASYNCCOMP_SERVER_DIR``
+or ``--server-dir`` is the user's choice: one of another user's stays a
+:class:`~asynccomp.ServerError`.
 
 The identity (:func:`server_identity`) hashes the asynccomp version, the wire protocol
 and the toolkit's fingerprint (:func:`~asynccomp.toolkit.toolkit_fingerprint`), so a
@@ -22,8 +29,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import platformdirs
+
 from .._version import __version__
-from ..errors import ServerError
+from .._warn import warn
+from ..errors import ServerError, ServerWarning
 from ..toolkit import toolkit_fingerprint
 from ._protocol import PROTOCOL
 
@@ -32,6 +42,7 @@ __all__ = (
     "SERVER_DIR_ENV",
     "ServerPaths",
     "check_socket_path",
+    "own_folder",
     "peer_uid",
     "private_folder",
     "server_identity",
@@ -77,38 +88,74 @@ class ServerPaths:
         return self.folder / f"server-{self.identity}.log"
 
 
-def _default_folder() -> Path:
+def _default_folder() -> tuple[Path, bool]:
+    """The server folder the environment names, and whether it is the one in the
+    shared temporary folder (which another user may have made first)."""
     override = os.environ.get(SERVER_DIR_ENV)
     if override:
-        return Path(override).expanduser().absolute()
+        return Path(override).expanduser().absolute(), False
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and Path(runtime).is_dir():
-        return Path(runtime) / "asynccomp"
-    return Path(tempfile.gettempdir()) / f"asynccomp-{os.getuid()}"
+        return Path(runtime) / "asynccomp", False
+    return Path(tempfile.gettempdir()) / f"asynccomp-{os.getuid()}", True
 
 
-def private_folder(folder: Path | None = None) -> Path:
-    """The server folder, created (0700) if missing, checked if not: it must be a real
-    folder owned by this user that nobody else may enter. Raises :class:`ServerError`."""
-    folder = _default_folder() if folder is None else folder
+def own_folder() -> Path:
+    """Where the server lives when the one in the shared temporary folder is taken:
+    a folder in this user's cache folder (which nobody else can make first), one per
+    machine (a home shared over the network holds sockets of several)."""
+    host = socket.gethostname() or "host"
+    safe_host = "".join(c if c.isalnum() or c in "-_." else "_" for c in host)[:40]
+    return Path(platformdirs.user_cache_dir("asynccomp")) / f"server-{safe_host}"
+
+
+class _NotPrivate(ServerError):
+    """The folder exists but is not this user's alone (another user's, open, a link)."""
+
+
+def _checked(folder: Path) -> Path:
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = folder.lstat()
+    except FileExistsError as exc:  # a file (or a dangling link) of that name
+        raise _NotPrivate(f"{folder} is not a folder; refusing to use it") from exc
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise ServerError(f"the compile server's folder {folder} cannot be made: {exc}") from exc
     if not stat.S_ISDIR(st.st_mode):
-        raise ServerError(f"{folder} is not a folder (a link?); refusing to use it")
+        raise _NotPrivate(f"{folder} is not a folder (a link?); refusing to use it")
     if st.st_uid != os.getuid():
-        raise ServerError(
+        raise _NotPrivate(
             f"{folder} belongs to uid {st.st_uid}, not to this user ({os.getuid()}); "
             f"refusing to use it (set {SERVER_DIR_ENV} to a folder of your own)"
         )
     if st.st_mode & 0o077:
-        raise ServerError(
+        raise _NotPrivate(
             f"{folder} is open to other users (mode {stat.S_IMODE(st.st_mode):04o}); "
             "refusing to use it (chmod 700 it)"
         )
     return folder
+
+
+def private_folder(folder: Path | None = None) -> Path:
+    """The server folder, created (0700) if missing, checked if not: it must be a real
+    folder owned by this user that nobody else may enter. Raises :class:`ServerError`
+    for a folder given (here or by ``$ASYNCCOMP_SERVER_DIR``) that is not; the default
+    one in the shared temporary folder, taken, gives way to :func:`own_folder`, with a
+    :class:`~asynccomp.ServerWarning`."""
+    shared = False
+    if folder is None:
+        folder, shared = _default_folder()
+    try:
+        return _checked(folder)
+    except _NotPrivate as exc:
+        if not shared:
+            raise ServerError(str(exc)) from None
+        mine = own_folder()
+        warn(f"the compile server's folder {exc}; using {mine} instead", ServerWarning)
+        try:
+            return _checked(mine)
+        except _NotPrivate as taken:
+            raise ServerError(str(taken)) from None
 
 
 def check_socket_path(path: Path, hint: str = "") -> None:

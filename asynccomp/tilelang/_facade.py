@@ -71,8 +71,9 @@ def _import_tilelang() -> Any:
         import tilelang
     except ImportError as exc:
         raise ImportError(
-            "asynccomp.tilelang needs TileLang: pip install 'asynccomp[tilelang]' "
-            f"(or tilelang itself) ({exc})"
+            "asynccomp.tilelang needs TileLang 0.1.15: install torch, then pip install "
+            "tilelang==0.1.15 (in asynccomp's checkout: pip install '.[tilelang]') "
+            f"({exc})"
         ) from exc
     return tilelang
 

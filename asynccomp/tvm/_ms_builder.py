@@ -86,7 +86,8 @@ def _builder_class() -> type:
     except ImportError as exc:  # no TVM, or another one (TileLang ships its own `tvm`)
         raise ImportError(
             "asynccomp.tvm.Builder needs Apache TVM 0.27's MetaSchedule "
-            f"(pip install 'asynccomp[tvm]'): {exc}"
+            "(pip install 'apache-tvm==0.27.0.post1'; in asynccomp's checkout: "
+            f"pip install '.[tvm]'): {exc}"
         ) from exc
 
     class WarmBuilder(PyBuilder):  # type: ignore[misc]

@@ -37,9 +37,9 @@ import atexit
 import logging
 import os
 import threading
-import warnings
 from pathlib import Path
 
+from .._warn import warn
 from ..cache import REMOTE_CACHE_ENV, remote_cache_from_environment
 from ..config import CacheSettings, InProcess, OnServer, WorkerSettings, parse_server
 from ..errors import AsyncCompWarning, EngineClosed, InvalidJob, ServerError
@@ -151,11 +151,10 @@ def _start(server: str | None) -> SyncEngine:
             started.start()
             return started
         except (ServerError, InvalidJob) as exc:  # no server, or $ASYNCCOMP_SERVER unusable
-            warnings.warn(
+            warn(
                 f"asynccomp.tvm: no compile server ({exc}); compiling in this process with "
                 f"one worker (set {SERVER_ENV}=off to use a full engine here)",
                 AsyncCompWarning,
-                stacklevel=4,
             )
             workers: int | None = 1
     else:

@@ -11,7 +11,7 @@
    engines are warmed up first. Prints wall times, compiler runs, hits and dedupes.
 
     python -m benchmarks.cache.sweep                        # the built-in examples
-    python -m benchmarks.cache.sweep --corpus ../shared/corpus --arch sm_90a
+    python -m benchmarks.cache.sweep --corpus corpus --arch sm_90a
 
 """
 
@@ -30,15 +30,11 @@ from pathlib import Path
 import anyio
 
 from asynccomp import CompileJob, Engine, SyncEngine
-from asynccomp.examples import example_names, example_path
+from benchmarks._corpus import add_corpus_argument, corpus_files
 
 
 def load_jobs(corpus: Path | None, arch: str, limit: int | None) -> list[CompileJob]:
-    paths = (
-        sorted(corpus.glob("*.cu"))
-        if corpus is not None
-        else [example_path(n) for n in example_names()]
-    )
+    paths = corpus_files(corpus)
     paths = paths[:limit] if limit else paths
     return [CompileJob(p.read_text(), name=p.stem, arch=arch) for p in paths]
 
@@ -106,7 +102,7 @@ async def sweep(jobs: list[CompileJob], cache_dir: Path | None) -> dict[str, obj
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=None, help="folder of .cu files")
+    add_corpus_argument(parser)
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--limit", type=int, default=None, help="use the first N kernels")
     parser.add_argument("--hits", type=int, default=20, help="hit rounds per job")

@@ -12,7 +12,7 @@ Remote entries are authenticated as in production (an HMAC-SHA256 over each entr
 ``$ASYNCCOMP_REMOTE_CACHE_KEY_FILE`` when set, else with a random key for this run.
 
     python -m benchmarks.cache.tiers
-    python -m benchmarks.cache.tiers --corpus ../shared/corpus --hits 3
+    python -m benchmarks.cache.tiers --corpus corpus --hits 3
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import anyio
 
 from asynccomp import CompileJob, Engine
 from asynccomp.cache import REMOTE_CACHE_KEY_ENV, RemoteAuth
+from benchmarks._corpus import add_corpus_argument, corpus_files
 
 
 def _free_port() -> int:
@@ -80,15 +81,10 @@ async def measure(jobs: list[CompileJob], url: str, folder: Path, hits: int) -> 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=None, help="default: built-in examples")
+    add_corpus_argument(parser)
     parser.add_argument("--hits", type=int, default=5)
     args = parser.parse_args(argv)
-    if args.corpus is None:
-        from asynccomp.examples import example_names, example_path
-
-        files = [example_path(n) for n in example_names()]
-    else:
-        files = sorted(args.corpus.glob("*.cu"))
+    files = corpus_files(args.corpus)
     jobs = [CompileJob(f.read_text(), name=f.stem) for f in files]
     auth = RemoteAuth.from_environment()
     if auth is None:

@@ -9,7 +9,7 @@ afterwards in the same run. Each trial runs in a new Python process, so nothing 
 but the operating system's file cache.
 
     python -m benchmarks.compile.cold_batch                          # built-in examples, 6 largest
-    python -m benchmarks.compile.cold_batch --corpus ../shared/corpus --largest 16 --trials 3
+    python -m benchmarks.compile.cold_batch --corpus corpus --largest 16 --trials 3
 """
 
 from __future__ import annotations
@@ -26,15 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from asynccomp._os import child_environ
+from benchmarks._corpus import add_corpus_argument, corpus_files
 
 
 def _files(corpus: Path | None, largest: int) -> list[Path]:
-    if corpus is None:
-        from asynccomp.examples import example_names, example_path
-
-        files = [example_path(name) for name in example_names()]
-    else:
-        files = sorted(corpus.glob("*.cu"))
+    files = corpus_files(corpus)
     return sorted(files, key=lambda f: f.stat().st_size, reverse=True)[:largest]
 
 
@@ -63,7 +59,7 @@ def _trial(files: list[str], arch: str, workers: int) -> dict[str, object]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=None, help="default: built-in examples")
+    add_corpus_argument(parser)
     parser.add_argument("--largest", type=int, default=6)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--trials", type=int, default=3)

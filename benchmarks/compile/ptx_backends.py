@@ -9,7 +9,7 @@ newer). Each backend compiles the whole set as one batch in a fresh engine (no c
 the same SASS (``cuobjdump -sass``, when the two compilers are of one release).
 
     python -m benchmarks.compile.ptx_backends                       # the built-in examples
-    python -m benchmarks.compile.ptx_backends --corpus ../shared/corpus --passes 3
+    python -m benchmarks.compile.ptx_backends --corpus corpus --passes 3
 """
 
 from __future__ import annotations
@@ -29,16 +29,13 @@ from asynccomp import CompileJob, Engine
 from asynccomp.backends import NvJitLinkBackend, PtxBackend
 from asynccomp.cache import compiler_identity
 from asynccomp.toolkit import find_toolkit
+from benchmarks._corpus import add_corpus_argument, corpus_files
 
 ARCH = "sm_90a"
 
 
 def _sources(corpus: Path | None) -> list[tuple[str, str]]:
-    if corpus is None:
-        from asynccomp.examples import example_sources
-
-        return example_sources()
-    return [(f.stem, f.read_text()) for f in sorted(corpus.glob("*.cu"))]
+    return [(f.stem, f.read_text()) for f in corpus_files(corpus)]
 
 
 async def _ptx(sources: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -98,7 +95,7 @@ def _sass(cubin: bytes) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=None)
+    add_corpus_argument(parser)
     parser.add_argument("--passes", type=int, default=3)
     args = parser.parse_args()
     toolkit = find_toolkit()

@@ -19,7 +19,7 @@ The projection: a sweep of 10,000 jobs like the corpus's on N nodes of C cores t
 job)``, plus the bytes moved over the network (``--bandwidth``, default 1 GB/s).
 
     python -m benchmarks.compile.ray_executor                              # built-in examples
-    python -m benchmarks.compile.ray_executor --corpus ../shared/corpus --json out.json
+    python -m benchmarks.compile.ray_executor --corpus corpus --json out.json
 """
 
 from __future__ import annotations
@@ -42,18 +42,14 @@ from asynccomp.backends import BackendOptions, NvrtcBackend
 from asynccomp.ray import RayExecutor
 from asynccomp.toolkit import find_toolkit
 from asynccomp.tvm import make_job
+from benchmarks._corpus import add_corpus_argument, corpus_files
 
 RUN = secrets.token_hex(4)
 TINY = 'extern "C" __global__ void tiny(float* x) {{ x[threadIdx.x] *= {}f; }}\n'
 
 
 def corpus_jobs(corpus: Path | None, arch: str) -> list[CompileJob]:
-    if corpus is None:
-        from asynccomp.examples import example_names, example_path
-
-        files = [example_path(name) for name in example_names()]
-    else:
-        files = sorted(corpus.glob("*.cu"))
+    files = corpus_files(corpus)
     return [make_job(f.read_text(), arch=arch, name=f.stem) for f in files]
 
 
@@ -195,7 +191,7 @@ def report(out: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=None, help="folder of .cu files")
+    add_corpus_argument(parser)
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tiny", type=int, default=30, help="tiny jobs for the latency")

@@ -9,7 +9,8 @@ the ``--longest`` slowest are kept, and each of those is compiled ``--repeat`` t
 without and with each ``--split`` value, alternating, after a warm-up compile. It prints
 the median times and whether the SASS (``cuobjdump -sass``) stays the same.
 
-    python -m benchmarks.compile.split_compile                       # ../shared/corpus, split 2
+    python -m benchmarks.compile.split_compile                  # built-in examples, split 2
+    python -m benchmarks.compile.split_compile --corpus corpus  # the README's corpus
     python -m benchmarks.compile.split_compile --split 2,4,8,0 --longest 3 --repeat 3
 
 ``--split 0`` means "as many threads as the machine has" (NVRTC's meaning of 0). The
@@ -24,9 +25,8 @@ import os
 import statistics
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from benchmarks import REPO
+from benchmarks._corpus import add_corpus_argument, corpus_files
 from benchmarks.parity.fast_path_sass import (
     find_cuobjdump,
     sass_of,
@@ -47,18 +47,16 @@ def _splits(text: str) -> list[int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpus")
+    add_corpus_argument(parser)
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--split", type=_splits, default=[2], help="comma-separated N values")
     parser.add_argument("--longest", type=int, default=3, help="how many of the slowest")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    files = sorted(args.corpus.glob("*.cu"))
-    if not files:
-        print(f"no *.cu files in {args.corpus}", file=sys.stderr)
-        return 2
+    files = corpus_files(args.corpus)
     cuobjdump = find_cuobjdump()
-    print(f"{len(files)} kernels from {args.corpus}; {os.cpu_count()} CPUs; arch {args.arch}")
+    where = args.corpus or "the built-in examples"
+    print(f"{len(files)} kernels from {where}; {os.cpu_count()} CPUs; arch {args.arch}")
     timed = sorted(
         ((seconds, path) for path, _, seconds in timed_tvm_compiles(files, args.arch)),
         reverse=True,

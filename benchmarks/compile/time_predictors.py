@@ -6,8 +6,8 @@ fast path (the engine's default), after one warm-up compile; then the rank corre
 (Spearman) of source size against compile time is printed, with the kernels whose
 time strays furthest from what their size predicts.
 
-    python -m benchmarks.compile.time_predictors                 # ../shared/corpus
-    python -m benchmarks.compile.time_predictors --corpus DIR --arch sm_90a
+    python -m benchmarks.compile.time_predictors                 # the built-in examples
+    python -m benchmarks.compile.time_predictors --corpus corpus --arch sm_90a
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from benchmarks import REPO
+from benchmarks._corpus import add_corpus_argument, corpus_files
 from benchmarks.parity.fast_path_sass import timed_tvm_compiles
 
 
@@ -38,11 +37,11 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpus")
+    add_corpus_argument(parser)
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--outliers", type=int, default=5)
     args = parser.parse_args(argv)
-    files = sorted(args.corpus.glob("*.cu"))
+    files = corpus_files(args.corpus)
     if len(files) < 3:
         print(f"need at least 3 *.cu files in {args.corpus}", file=sys.stderr)
         return 2

@@ -1,9 +1,11 @@
 """Generate a benchmark corpus of TVM MetaSchedule CUDA candidates, deterministically.
 
-The README's headline numbers and the ``asynccomp bench --corpus ../shared/corpus``
-examples use a corpus of 60 CUDA kernels that users do not have. This script makes an
-equivalent one from scratch: the same ten workloads, the same TVM, the same target, the
-same sampling, and the same naming.
+The README's headline numbers were measured on a corpus of 60 CUDA kernels, the
+developers' own; this script makes an equivalent one from scratch (the same ten
+workloads, the same TVM, the same target, the same sampling, and the same naming) into
+the folder ``--out`` names. The benchmarks read it with ``--corpus DIR`` (without it they
+compile the built-in examples); ``corpus/`` at the checkout's root, the folder the README
+uses, is in ``.gitignore``.
 
 What it does, per workload (default: GMM:0, GMM:1, C1D:0, C2D:1, DEP:0, NRM:0, SFM:0,
 CBR:0, TBG:0, T2D:0 from ``tvm.s_tir.meta_schedule.testing.te_workload``):
@@ -29,21 +31,21 @@ CBR:0, TBG:0, T2D:0 from ``tvm.s_tir.meta_schedule.testing.te_workload``):
 
 Files are written as ``<workload>_<idx>_<k>_<sha12>.cu`` (``GMM_0_003_2100842c1a53.cu``),
 ``k`` the candidate's index in sampling order and ``sha12`` the first 12 hex digits of
-the SHA-256 of the file's bytes, as in the shared corpus. ReplayTrace does not
+the SHA-256 of the file's bytes, as in the developers' corpus. ReplayTrace does not
 deduplicate, so two candidates can have the same source (NRM:0 often does), as in the
-shared corpus. A ``README.md`` describing the run is written next to the kernels.
+developers' corpus. A ``README.md`` describing the run is written next to the kernels.
 
 Determinism: ``num_threads=1`` makes the sampling a single random stream per workload
 (ReplayTrace forks one random state per thread and hands candidates to threads
 dynamically, so with more threads the order, and which candidates are drawn, depends
 on thread timing). Two runs with the same seed give byte-identical folders
-(``diff -r``). The shared corpus (``../shared/corpus``) was evidently sampled with 2
+(``diff -r``). The developers' corpus was evidently sampled with 2
 threads and rand_state 7: with the default ``--seed 7`` this script reproduces 37 of its
 60 files byte for byte (its other candidates came from the second thread's random
 stream, which a one-thread run does not draw), and the rest are further candidates of
 the same design spaces. Seeds 0 and 1 give the same samples.
 The difference shows in compile time: on one NVRTC worker (2-core CPU, NVRTC 13.5,
-``--style tvm``) the 60 generated kernels took 48.1 s in all, the shared ones 37.9 s (the
+``--style tvm``) the 60 generated kernels took 48.1 s in all, the developers' 37.9 s (the
 37 common files 25.9 s and 26.0 s), the extra time from two large TBG:0 and one CBR:0
 candidates; every kernel compiled.
 
@@ -55,14 +57,15 @@ MetaSchedule, hence the pin):
 
 Run (from the repository root):
 
-    /work/tvmvenv/bin/python -m benchmarks.corpus.make_corpus --out /work/gen-corpus
+    /work/tvmvenv/bin/python -m benchmarks.corpus.make_corpus --out corpus
     /work/tvmvenv/bin/python -m benchmarks.corpus.make_corpus --out DIR --per-workload 6 \\
         --seed 7 --workloads GMM:0,SFM:0 --target nvidia/nvidia-h100
 
 It takes about 35 s for the default 60 kernels on a 2-core CPU machine (one process, one
 thread; about 10 s of it is importing TVM and its first design space). Then, e.g.:
 
-    asynccomp bench --corpus /work/gen-corpus --configs processes --workers 1
+    asynccomp bench --corpus corpus --configs processes --workers 1
+    python -m benchmarks.compile.nvrtc_scaling --corpus corpus
 """
 
 from __future__ import annotations
@@ -160,7 +163,12 @@ def _readme(args, argv_line: str, tvm_version: str, written: list[str]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True, help="output folder (created)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output folder (created); `corpus` at the checkout's root is git-ignored",
+    )
     ap.add_argument(
         "--per-workload",
         type=int,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepare the GPU machine (see ../shared/notes/device.md): the wheels it lacks and TVM
+# Prepare the GPU machine (prepare.sh, run here, fills .device/): the wheels it lacks and TVM
 # into /tmp/site, from the git-ignored .device/ folder the run carries:
 #   .device/wheels/        apache-tvm-ffi 0.1.14.post0, platformdirs, pytest-asyncio (cp312)
 #   .device/tvm/           TVM 0.27's Python package without lib/libtvm_compiler.so

@@ -12,7 +12,7 @@ program at a time per process, so threads would not help). Each worker first com
 small kernel with and without the shim so that neither side pays NVRTC's first-compile
 cost, and the two compiles of a kernel alternate their order from kernel to kernel.
 
-    python -m benchmarks.parity.fast_path_sass                       # ../shared/corpus
+    python -m benchmarks.parity.fast_path_sass                       # the built-in examples
     python -m benchmarks.parity.fast_path_sass --corpus DIR --jobs 2 --arch sm_90a
 
 Exit status: 0 when every kernel was rewritten and gave identical SASS, else 1.
@@ -34,7 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import REPO
+from benchmarks._corpus import add_corpus_argument, corpus_files
 
 WARMUP_KERNEL = """
 #ifdef __CUDACC_RTC__
@@ -256,21 +256,13 @@ def _yes(flag: bool) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--corpus",
-        type=Path,
-        default=REPO.parent / "shared" / "corpus",
-        help="folder of TVM kernels (*.cu); default ../shared/corpus from the repo root",
-    )
+    add_corpus_argument(parser)
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-warmup", action="store_true", help="skip the per-worker warm-up")
     args = parser.parse_args(argv)
 
-    files = sorted(args.corpus.glob("*.cu"))
-    if not files:
-        print(f"no *.cu files in {args.corpus}", file=sys.stderr)
-        return 1
+    files = corpus_files(args.corpus)
     from asynccomp.tvm import make_job
 
     options = make_job(WARMUP_KERNEL, "cubin", args.arch).options
@@ -278,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cuda.bindings import nvrtc
 
     _, major, minor = nvrtc.nvrtcVersion()
-    print(f"corpus: {args.corpus} ({len(files)} kernels)")
+    print(f"corpus: {args.corpus or 'the built-in examples'} ({len(files)} kernels)")
     print(f"NVRTC {major}.{minor}; {args.jobs} spawn worker(s); cuobjdump: {cuobjdump}")
     print("options: " + " ".join(options))
     print()

@@ -15,7 +15,7 @@ toolkit: ``$CUDA_PATH``, set to ``/usr/local/cuda`` when unset, since TVM's own 
 asynccomp compiles into a fresh, private cache folder (``--cache-dir`` to choose one), so
 nothing comes from an earlier run.
 
-    python -m benchmarks.parity.tvm_binaries                           # ../shared/corpus, both
+    python -m benchmarks.parity.tvm_binaries                   # the built-in examples, both
     python -m benchmarks.parity.tvm_binaries --compilers nvrtc
     python -m benchmarks.parity.tvm_binaries --compilers nvcc --limit 20 --jobs 2
 
@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks import REPO
+from benchmarks._corpus import add_corpus_argument, corpus_files
 from benchmarks.parity.fast_path_sass import find_cuobjdump, sass_of
 
 FORMATS = {"nvrtc": "cubin", "nvcc": "fatbin"}
@@ -144,12 +144,7 @@ def report(compiler: str, outcomes: Sequence[Outcome], walls: dict[str, float]) 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--corpus",
-        type=Path,
-        default=REPO.parent / "shared" / "corpus",
-        help="folder of TVM kernels (*.cu); default ../shared/corpus from the repo root",
-    )
+    add_corpus_argument(parser)
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument(
         "--compilers", default="nvrtc,nvcc", help="comma-separated: nvrtc, nvcc (default both)"
@@ -165,9 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [c for c in compilers if c not in FORMATS]
     if unknown or not compilers:
         parser.error(f"--compilers takes nvrtc and/or nvcc, not {unknown or args.compilers!r}")
-    files = sorted(args.corpus.glob("*.cu"))[: args.limit]
-    if not files:
-        parser.error(f"no *.cu files in {args.corpus}")
+    files = corpus_files(args.corpus)[: args.limit]
     if not os.environ.get("CUDA_PATH") and Path("/usr/local/cuda/include").is_dir():
         os.environ["CUDA_PATH"] = "/usr/local/cuda"
     cache = tempfile.TemporaryDirectory(prefix="tvm_parity_cache_")
@@ -182,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from asynccomp.backends import NvrtcBackend
 
     toolkit = find_toolkit()
-    print(f"corpus: {args.corpus} ({len(files)} kernels), arch {args.arch}, TVM {tvm.__version__}")
+    where = args.corpus or "the built-in examples"
+    print(f"corpus: {where} ({len(files)} kernels), arch {args.arch}, TVM {tvm.__version__}")
     print(f"CUDA_PATH={os.environ.get('CUDA_PATH')}; nvcc {toolkit.nvcc_version}; ", end="")
     print(f"NVRTC {NvrtcBackend.version(toolkit)}; TVM-side threads: {args.jobs}")
     print(f"asynccomp cache: {os.environ['ASYNCCOMP_CACHE_DIR']}")

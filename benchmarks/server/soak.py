@@ -2,7 +2,7 @@
 
 A private compile server (its own ``$ASYNCCOMP_SERVER_DIR``, disk cache and ``TMPDIR``)
 with a private, password-protected ``redis-server`` as its remote tier (the team's key
-in ``$ASYNCCOMP_REMOTE_CACHE_KEY``, as in the README's authenticated setup) serves K
+in ``$ASYNCCOMP_REMOTE_CACHE_KEY``, as the manual's cache guide sets it up) serves K
 client processes (``python -m benchmarks.server.soak client``: an ``Engine(server="auto")``
 each, batches through ``as_completed``). Each job is drawn from a deterministic mix
 (:func:`job_kind`): cache hits (a few hot ``-DF=`` variants), misses (a source of

@@ -13,7 +13,7 @@ process pool (spawn) stands in for ``PopenPoolExecutor`` and the ``tvm`` configu
 is skipped.
 
     python -m benchmarks.tuners.ms_callbacks --smallest 6 --batches 2          # 2-core machine
-    python -m benchmarks.tuners.ms_callbacks --corpus ../shared/corpus --batches 3
+    python -m benchmarks.tuners.ms_callbacks --corpus corpus --batches 3
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from benchmarks._corpus import add_corpus_argument, corpus_files
 
 ARCH = "sm_90a"
 TIMEOUT = 30.0  # LocalBuilder's default timeout_sec
@@ -248,19 +250,14 @@ class Config:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=None, help="default: built-in examples")
+    add_corpus_argument(parser)
     parser.add_argument("--smallest", type=int, default=None, help="only the N smallest")
     parser.add_argument("--batches", type=int, default=2)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--configs", default="noop,tvm,asynccomp,engine")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    if args.corpus is None:
-        from asynccomp.examples import example_names, example_path
-
-        files = [example_path(n) for n in example_names()]
-    else:
-        files = sorted(args.corpus.glob("*.cu"))
+    files = corpus_files(args.corpus)
     if args.smallest:
         files = sorted(files, key=lambda f: f.stat().st_size)[: args.smallest]
     sources = [f.read_text() for f in files]
