@@ -11,8 +11,48 @@ import pytest
 # The team's key and a real Redis, for every module (the key is set per test, by
 # monkeypatch: a remote tier's test asks for it, and no other test sees it).
 from .redis_server import redis_server, team_key
+from .user_dirs import UserDirs
 
 __all__ = ("redis_server", "team_key")
+
+#: The user's folders as this process found them (``None``: its parent redirected them).
+_USER_DIRS_KEY = pytest.StashKey[UserDirs | None]()
+_WRITTEN_KEY = pytest.StashKey[list[str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test (or test module) runs: the user's cache and config folders are
+    the session's own (tests/user_dirs.py), whatever a test starts and with whichever
+    copy of the environment."""
+    config.stash[_USER_DIRS_KEY] = UserDirs.redirect()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The session fails if anything it ran wrote into the user's real asynccomp
+    folders, naming what (reported by :func:`pytest_terminal_summary`)."""
+    dirs = session.config.stash.get(_USER_DIRS_KEY, None)
+    if dirs is None:
+        return
+    written = dirs.written()
+    session.config.stash[_WRITTEN_KEY] = written
+    if written:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    written = config.stash.get(_WRITTEN_KEY, [])
+    if written:
+        terminalreporter.write_sep(
+            "=", "the tests wrote into the user's real asynccomp folders", red=True
+        )
+        for line in written:
+            terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    dirs = config.stash.get(_USER_DIRS_KEY, None)
+    if dirs is not None:
+        dirs.restore()
 
 
 @pytest.fixture(autouse=True, scope="session")

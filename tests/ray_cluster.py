@@ -141,8 +141,6 @@ class LocalHead:
     def __init__(self, folder: Path) -> None:
         pytest.importorskip("ray")
         self.folder = folder
-        self.env = {**os.environ, "RAY_TMPDIR": str(folder)}
-        self.env.pop("RAY_ADDRESS", None)
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
@@ -161,6 +159,15 @@ class LocalHead:
             raise
         self.address = (folder / "ray" / "ray_current_cluster").read_text().strip()
         _LOCAL_HEADS.append(self)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment of a command run on this head: the test's as it is now (a
+        copy kept from the head's start would miss the test's own settings, such as
+        its cache folder), with the head's ``$RAY_TMPDIR``."""
+        env = {**os.environ, "RAY_TMPDIR": str(self.folder)}
+        env.pop("RAY_ADDRESS", None)
+        return env
 
     def processes(self) -> list[psutil.Process]:
         """The head's processes (they name its folder) and everything below them."""

@@ -20,6 +20,8 @@ from asynccomp import _os
 from asynccomp.backends._nvrtc_files import sweep_stale_auto_pch, sweep_worker_folders
 from asynccomp.backends._workdirs import sweep_work_folders
 
+from .servers import server_folder
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -103,15 +105,16 @@ def test_every_sweep_takes_only_this_users_folders_of_ended_processes(
         assert path.exists() or path.is_symlink(), path
 
 
-def test_listening_is_a_socket_that_accepts(tmp_path: Path) -> None:
-    path = tmp_path / "s"
-    assert not _os.listening(path)  # nothing there
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as bound:
-        bound.bind(str(path))
-        assert not _os.listening(path)  # bound, not listening
-        bound.listen()
-        assert _os.listening(path)
-    assert not _os.listening(path)  # closed: the file stays, nobody answers
+def test_listening_is_a_socket_that_accepts() -> None:
+    with server_folder() as folder:  # short: tmp_path may be too deep for a socket
+        path = folder / "s"
+        assert not _os.listening(path)  # nothing there
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as bound:
+            bound.bind(str(path))
+            assert not _os.listening(path)  # bound, not listening
+            bound.listen()
+            assert _os.listening(path)
+        assert not _os.listening(path)  # closed: the file stays, nobody answers
 
 
 def test_a_child_environment_puts_this_asynccomp_first_and_keeps_the_given_path(
@@ -143,7 +146,16 @@ def test_a_warm_worker_imports_the_asynccomp_its_parent_runs(tmp_path: Path) -> 
         "    pool.close()\n"
         "print(result.outcome, result.value, asynccomp.__file__)\n"
     )
+    # Not this checkout on the path (the tests put it first), but what else is there:
+    # where the environment's packages live on some machines (a --target folder).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    others = [
+        entry
+        for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if entry and Path(entry).resolve() != REPO
+    ]
+    if others:
+        env["PYTHONPATH"] = os.pathsep.join(others)
     done = subprocess.run([sys.executable, "-c", code], cwd=tempfile.gettempdir(), env=env,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -26,6 +26,7 @@ from asynccomp.ray import RayExecutor
 
 from .kernels import ARCH, scale_kernel
 from .ray_cluster import needs_ray
+from .servers import ROOT
 
 pytestmark = [needs_ray, pytest.mark.ray]
 
@@ -293,7 +294,7 @@ def test_a_connection_that_comes_late_leaves_nothing_behind(tmp_path: Path) -> N
 
     if not (Path.home() / ".ray" / "auth_token").exists():
         pytest.skip("Ray's token authentication is off: the late driver cannot be seen")
-    folder = Path(tempfile.mkdtemp(prefix="rh-"))  # short: Ray's sockets live under it
+    folder = Path(tempfile.mkdtemp(prefix="rh-", dir=ROOT))  # short: Ray's sockets live under it
     try:
         head = LocalHead(folder)
         try:
