@@ -20,6 +20,7 @@ from asynccomp import _os
 from asynccomp.backends._nvrtc_files import sweep_stale_auto_pch, sweep_worker_folders
 from asynccomp.backends._workdirs import sweep_work_folders
 
+from .processes import bare_environ
 from .servers import server_folder
 
 REPO = Path(__file__).resolve().parent.parent
@@ -126,6 +127,30 @@ def test_a_child_environment_puts_this_asynccomp_first_and_keeps_the_given_path(
     assert entries == [str(REPO), str(Path("relative").absolute()), str(tmp_path)]
     assert env["OTHER"] == "1" and env["TMPDIR"] == "/x"
     assert "OTHER" not in _os.child_environ({})
+
+
+def test_a_bare_test_environment_still_imports_what_pythonpath_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tests' environment of almost nothing (a CLI run with ``HOME`` elsewhere)
+    keeps ``$PYTHONPATH``'s folders: where the GPU machine's wheels live (a ``pip
+    --target`` folder), which such a child lost (``platformdirs`` missing)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "only_on_the_path.py").write_text("WHERE = 'site'\n")
+    monkeypatch.setenv("PYTHONPATH", f"{os.environ.get('PYTHONPATH', '')}{os.pathsep}{site}")
+    code = "import only_on_the_path, platformdirs, asynccomp; print(asynccomp.__file__)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=bare_environ(HOME=str(tmp_path)),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith(str(REPO / "asynccomp"))
 
 
 def test_a_warm_worker_imports_the_asynccomp_its_parent_runs(tmp_path: Path) -> None:
