@@ -34,6 +34,7 @@ __all__ = (
     "running_server",
     "server_folder",
     "server_pid",
+    "short_root",
     "start_serve",
     "stop_servers_in",
     "wait_for_socket",
@@ -42,21 +43,21 @@ __all__ = (
 )
 
 
-def _short_root() -> Path:
+def short_root(room: int) -> Path:
     """The system's temporary folder as the session started (a test may point
-    ``tempfile`` elsewhere), unless it is too deep for a server's socket below a folder
-    of ours (a long ``$TMPDIR``): then ``/tmp``, where asynccomp's own default goes."""
+    ``tempfile`` elsewhere), unless a socket ``room`` bytes below it would be over a
+    Unix socket's limit (a long ``$TMPDIR``): then ``/tmp``, where asynccomp's own
+    default goes."""
     given = Path(tempfile.gettempdir())
-    # <root>/acs-<pid>-<8 random>/server-<16 hex>.sock, with room for a longer pid.
-    longest = given / f"acs-{'9' * 10}-{'x' * 8}" / f"server-{'0' * 16}.sock"
-    if len(os.fsencode(longest)) <= MAX_SOCKET_PATH or not Path("/tmp").is_dir():
+    if len(os.fsencode(given)) + room <= MAX_SOCKET_PATH or not Path("/tmp").is_dir():
         return given
     return Path("/tmp")
 
 
 #: Where server folders go (and any other folder of the tests' that holds a socket:
-#: a Unix socket's path is limited to 107 bytes, and pytest's ``tmp_path`` is deep).
-ROOT = _short_root()
+#: a Unix socket's path is limited to 107 bytes, and pytest's ``tmp_path`` is deep):
+#: room for ``/acs-<pid>-<8 random>/server-<16 hex>.sock``, a pid of up to 10 digits.
+ROOT = short_root(len(f"/acs-{'9' * 10}-{'x' * 8}/server-{'0' * 16}.sock"))
 
 
 def folder_prefix() -> str:
