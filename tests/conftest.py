@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,72 @@ import pytest
 
 # The team's key and a real Redis, for every module (the key is set per test, by
 # monkeypatch: a remote tier's test asks for it, and no other test sees it).
+from .ray_cluster import short_ray_tmpdir
 from .redis_server import redis_server, team_key
+from .user_dirs import UserDirs
 
 __all__ = ("redis_server", "team_key")
+
+#: The user's folders as this process found them (``None``: its parent redirected them).
+_USER_DIRS_KEY = pytest.StashKey[UserDirs | None]()
+_WRITTEN_KEY = pytest.StashKey[list[str]]()
+#: $ASYNCCOMP_SERVER as this process found it.
+_SERVER_SETTING_KEY = pytest.StashKey[str | None]()
+#: Ray's temporary folder this process made for the session (``None``: none needed).
+_RAY_TMPDIR_KEY = pytest.StashKey[Path | None]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test (or test module) runs: the user's cache and config folders are
+    the session's own (tests/user_dirs.py), whatever a test starts and with whichever
+    copy of the environment; no compile server unless a test starts one (the doctests
+    in asynccomp/ too, which tests/'s fixtures do not reach: the TVM facade's would
+    start one in the user's own server folder, or use the user's, and its cache); and
+    Ray's temporary folder is short enough for its sockets where ``$TMPDIR`` is not."""
+    config.stash[_USER_DIRS_KEY] = UserDirs.redirect()
+    config.stash[_SERVER_SETTING_KEY] = os.environ.get("ASYNCCOMP_SERVER")
+    os.environ["ASYNCCOMP_SERVER"] = "off"
+    ray_tmpdir = short_ray_tmpdir()
+    config.stash[_RAY_TMPDIR_KEY] = ray_tmpdir
+    if ray_tmpdir is not None:
+        os.environ["RAY_TMPDIR"] = str(ray_tmpdir)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The session fails if anything it ran wrote into the user's real asynccomp
+    folders, naming what (reported by :func:`pytest_terminal_summary`)."""
+    dirs = session.config.stash.get(_USER_DIRS_KEY, None)
+    if dirs is None:
+        return
+    written = dirs.written()
+    session.config.stash[_WRITTEN_KEY] = written
+    if written:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    written = config.stash.get(_WRITTEN_KEY, [])
+    if written:
+        terminalreporter.write_sep(
+            "=", "the tests wrote into the user's real asynccomp folders", red=True
+        )
+        for line in written:
+            terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    setting = config.stash.get(_SERVER_SETTING_KEY, None)
+    if setting is None:
+        os.environ.pop("ASYNCCOMP_SERVER", None)
+    else:
+        os.environ["ASYNCCOMP_SERVER"] = setting
+    dirs = config.stash.get(_USER_DIRS_KEY, None)
+    if dirs is not None:
+        dirs.restore()
+    ray_tmpdir = config.stash.get(_RAY_TMPDIR_KEY, None)
+    if ray_tmpdir is not None:
+        os.environ.pop("RAY_TMPDIR", None)
+        shutil.rmtree(ray_tmpdir, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="session")

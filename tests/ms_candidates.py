@@ -1,10 +1,11 @@
 """Real MetaSchedule candidates for the builder tests and benchmark: ReplayTrace samples
 of a square fp32 matmul's CUDA design space (post-order-apply, the CUDA rules), as
-``LocalBuilder`` receives them from ``tune_tir``; and the CUDA source a built artifact
-holds, to compare builders candidate by candidate."""
+``LocalBuilder`` receives them from ``tune_tir``; and the CUDA code a built artifact
+holds (its source or its binary), to compare builders candidate by candidate."""
 
 from __future__ import annotations
 
+import struct
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -50,17 +51,90 @@ def candidates(count: int, n: int = 128, seed: int = 1) -> list[Any]:
     return [ms.builder.BuilderInput(c.sch.mod, target) for c in found]
 
 
-def cuda_source(artifact: str | Path) -> bytes:
-    """The CUDA source inside a ``default_export`` artifact (``devc.o`` holds the CUDA
-    module: its source, from TVM's preamble to the NUL that ends it, and its binary)."""
+#: The formats a CUDA module of TVM's holds its code in: its CUDA source (a device
+#: source module: TVM on a machine without a CUDA driver compiles nothing) or the binary
+#: TVM compiled (a CUDA module, on a machine with one: its source is not saved).
+CODE_FORMATS = frozenset({"cuda", "cubin", "ptx", "fatbin"})
+
+_U64 = struct.Struct("<Q")
+
+
+class _Stream:
+    """dmlc's binary stream, as TVM writes a module's bytes: integers little-endian,
+    a string (or a vector) as its length (8 bytes) and then its bytes (or items)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, 0
+
+    def take(self, size: int) -> bytes:
+        if self.at + size > len(self.data):
+            raise ValueError(f"{size} bytes wanted at {self.at}, past the end ({len(self.data)})")
+        chunk = self.data[self.at : self.at + size]
+        self.at += size
+        return chunk
+
+    def count(self) -> int:
+        return int(_U64.unpack(self.take(8))[0])
+
+    def string(self) -> bytes:
+        return self.take(self.count())
+
+
+def _cuda_module(blob: bytes) -> tuple[str, bytes]:
+    """The format and the code of a CUDA module's bytes (TVM's ``SaveToBytes``, the
+    same for both kinds of module: the format, the functions' table, the code)."""
+    stream = _Stream(blob)
+    fmt = stream.string().decode()
+    if fmt not in CODE_FORMATS:
+        raise ValueError(f"not a CUDA module's format: {fmt!r}")
+    for _ in range(stream.count()):  # name -> FunctionInfo
+        stream.string()  # the table's key
+        stream.string()  # the function's name
+        stream.take(4 * stream.count())  # its argument types (DLDataType: 4 bytes)
+        for _ in range(stream.count()):  # its launch parameter tags
+            stream.string()
+        stream.take(4 * stream.count())  # its arguments' extra tags (int)
+    code = stream.string()
+    if stream.at != len(blob):
+        raise ValueError(f"{len(blob) - stream.at} bytes after the module's code")
+    return fmt, code
+
+
+def cuda_code(artifact: str | Path) -> tuple[str, bytes]:
+    """The format and the code of the CUDA module inside a ``default_export`` artifact
+    (``devc.o`` holds the modules a library imports, each as its kind and its bytes):
+    ``("cuda", source)`` where TVM saved the CUDA source (TVM made no binary: no CUDA
+    driver), else the binary TVM compiled, e.g. ``("cubin", ...)``."""
     with tarfile.open(artifact) as tar:
         member = tar.extractfile("devc.o")
         assert member is not None
         blob = member.read()
-    start = blob.index(b"#ifdef __CUDACC_RTC__")
-    source = blob[start : blob.index(b"\0", start)]
-    assert b"__global__" in source
-    return source
+    kind = _U64.pack(4) + b"cuda"
+    found = []
+    start = blob.find(kind)
+    while start >= 0:
+        at = start + len(kind)
+        (size,) = _U64.unpack_from(blob, at)
+        try:
+            found.append(_cuda_module(blob[at + 8 : at + 8 + size]))
+        except (ValueError, struct.error, UnicodeDecodeError):
+            pass  # those bytes only looked like a module's start
+        start = blob.find(kind, start + 1)
+    if len(found) != 1:
+        raise ValueError(f"{artifact}: {len(found)} CUDA modules in devc.o, not one")
+    return found[0]
+
+
+def cuda_source(artifact: str | Path) -> bytes:
+    """What a candidate built, to compare builders candidate by candidate: the code of
+    the CUDA module in its artifact (:func:`cuda_code`): TVM's CUDA source where the
+    artifact holds that, else the binary TVM compiled from it."""
+    fmt, code = cuda_code(artifact)
+    if fmt == "cuda":
+        assert b"__global__" in code, code[:200]
+    elif fmt == "cubin":
+        assert code.startswith(b"\x7fELF"), code[:16]
+    return code
 
 
 #: Eight candidates of a 128^3 matmul, made by :func:`candidates` (``python -m

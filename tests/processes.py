@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import site
 import subprocess
 import sys
 from collections.abc import Callable
@@ -10,9 +11,12 @@ from pathlib import Path
 import anyio
 import psutil
 
+from asynccomp._os import python_path
+
 __all__ = (
     "NVRTC_TEMPLATE",
     "NVRTC_WORKER",
+    "bare_environ",
     "compiler_processes",
     "nvrtc_workers",
     "run_cli",
@@ -95,6 +99,17 @@ async def wait_busy(pids: list[int], cpu: float = 0.2, within: float = 60.0) -> 
 
     await wait_until(one_is_busy, within)
     return busy[0]
+
+
+def bare_environ(**settings: str) -> dict[str, str]:
+    """An environment of almost nothing (``settings``, a plain ``PATH``), in which a
+    Python child still imports what this one does: this checkout and ``$PYTHONPATH``'s
+    folders (where some machines install packages: ``pip --target``), and the user's
+    own site-packages though ``settings`` moves ``HOME`` (``pip --user``)."""
+    env = {"PATH": "/usr/bin:/bin", **settings}
+    env["PYTHONPATH"] = python_path()  # of this process's $PYTHONPATH
+    env["PYTHONUSERBASE"] = site.getuserbase()
+    return env
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

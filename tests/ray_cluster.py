@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,40 @@ from typing import Any
 import psutil
 import pytest
 
-__all__ = ("LocalHead", "RayCluster", "actor_processes", "compiling_actors", "needs_ray")
+from .servers import short_root
+
+__all__ = (
+    "RAY_ROOT",
+    "LocalHead",
+    "RayCluster",
+    "actor_processes",
+    "compiling_actors",
+    "needs_ray",
+    "short_ray_tmpdir",
+)
 
 #: For tests that need Ray but no cluster of :class:`RayCluster` (which skips by itself).
 needs_ray = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None, reason="needs Ray (pip install '.[ray]')"
 )
+
+#: How deep Ray puts its sockets below its temporary folder (``$RAY_TMPDIR``, else
+#: ``$TMPDIR``): ``ray/session_<date>_<time>_<µs>_<pid>/sockets/plasma_store``, a pid of up
+#: to 7 digits. Ray refuses to start where that passes a Unix socket's 107 bytes.
+RAY_SOCKET_ROOM = len("/ray/session_2026-12-06_05-05-29_241939_1234567/sockets/plasma_store")
+
+#: Where the tests' own Ray folders go (``rh-`` folders of :class:`LocalHead`).
+RAY_ROOT = short_root(len("/rh-xxxxxxxx") + RAY_SOCKET_ROOM)
+
+
+def short_ray_tmpdir() -> Path | None:
+    """A fresh short folder for Ray (to be ``$RAY_TMPDIR``), where Ray's own default
+    below ``$TMPDIR`` is too deep for its sockets (a long ``$TMPDIR``); ``None`` where
+    that default fits, or ``$RAY_TMPDIR`` is set already."""
+    if os.environ.get("RAY_TMPDIR") or short_root(RAY_SOCKET_ROOM) == Path(tempfile.gettempdir()):
+        return None
+    return Path(tempfile.mkdtemp(prefix="rt-", dir=RAY_ROOT))
+
 
 #: Node deaths noticed in about a second and a half (Ray's default is 15 s and more).
 FAST_HEALTH_CHECKS = {
@@ -141,8 +170,6 @@ class LocalHead:
     def __init__(self, folder: Path) -> None:
         pytest.importorskip("ray")
         self.folder = folder
-        self.env = {**os.environ, "RAY_TMPDIR": str(folder)}
-        self.env.pop("RAY_ADDRESS", None)
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
@@ -161,6 +188,15 @@ class LocalHead:
             raise
         self.address = (folder / "ray" / "ray_current_cluster").read_text().strip()
         _LOCAL_HEADS.append(self)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment of a command run on this head: the test's as it is now (a
+        copy kept from the head's start would miss the test's own settings, such as
+        its cache folder), with the head's ``$RAY_TMPDIR``."""
+        env = {**os.environ, "RAY_TMPDIR": str(self.folder)}
+        env.pop("RAY_ADDRESS", None)
+        return env
 
     def processes(self) -> list[psutil.Process]:
         """The head's processes (they name its folder) and everything below them."""

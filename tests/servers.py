@@ -14,13 +14,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from asynccomp._os import listening, running
 from asynccomp._version import __version__
 from asynccomp.server import ServerPaths, server_paths
+from asynccomp.server._paths import MAX_SOCKET_PATH
 from asynccomp.server._protocol import PROTOCOL, Welcome, Workers, parse
 from asynccomp.server._wire import Message, encode
 
@@ -33,14 +34,30 @@ __all__ = (
     "running_server",
     "server_folder",
     "server_pid",
+    "short_root",
+    "start_serve",
     "stop_servers_in",
+    "wait_for_socket",
     "wait_gone",
+    "wait_listening",
 )
 
 
-#: Where server folders go: the system's temporary folder as the session started (a
-#: test may point ``tempfile`` elsewhere; a socket's path must stay short).
-ROOT = Path(tempfile.gettempdir())
+def short_root(room: int) -> Path:
+    """The system's temporary folder as the session started (a test may point
+    ``tempfile`` elsewhere), unless a socket ``room`` bytes below it would be over a
+    Unix socket's limit (a long ``$TMPDIR``): then ``/tmp``, where asynccomp's own
+    default goes."""
+    given = Path(tempfile.gettempdir())
+    if len(os.fsencode(given)) + room <= MAX_SOCKET_PATH or not Path("/tmp").is_dir():
+        return given
+    return Path("/tmp")
+
+
+#: Where server folders go (and any other folder of the tests' that holds a socket:
+#: a Unix socket's path is limited to 107 bytes, and pytest's ``tmp_path`` is deep):
+#: room for ``/acs-<pid>-<8 random>/server-<16 hex>.sock``, a pid of up to 10 digits.
+ROOT = short_root(len(f"/acs-{'9' * 10}-{'x' * 8}/server-{'0' * 16}.sock"))
 
 
 def folder_prefix() -> str:
@@ -82,31 +99,82 @@ def wait_gone(pid: int, within: float = 30.0) -> bool:
     return True
 
 
+#: How long a server may take to listen: an interpreter importing asynccomp and a
+#: toolkit's lookup, on a loaded machine.
+START = 60.0
+
+
+def start_serve(
+    folder: Path, *args: str, stderr: IO[bytes], env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``asynccomp serve --server-dir folder ARGS`` as a child of the test (in ``env``,
+    default this process's), its stderr to ``stderr``, which :func:`wait_listening`
+    shows when the server does not start."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "asynccomp", "serve", "--server-dir", str(folder), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        env=None if env is None else dict(env),
+    )
+
+
+def _said(stderr: IO[bytes]) -> str:
+    """What the file holds, from its start (read in place: the server may still write)."""
+    fd = stderr.fileno()
+    return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+
+
+def wait_listening(
+    process: subprocess.Popen[bytes], socket_path: Path, stderr: IO[bytes], within: float = START
+) -> None:
+    """Until the server ``process`` listens at ``socket_path``; if it ends or does not
+    listen within ``within`` seconds, an error that shows what it wrote to ``stderr``
+    (a socket's path over the limit, a bad setting: the server says why)."""
+    wait_for_socket(process, socket_path.parent, stderr, within, name=socket_path.name)
+
+
+def wait_for_socket(
+    process: subprocess.Popen[bytes],
+    folder: Path,
+    stderr: IO[bytes],
+    within: float = START,
+    *,
+    name: str = "*.sock",
+) -> Path:
+    """The socket (``name``, a glob) in ``folder`` at which the server ``process``
+    listens, once it does; an error showing its ``stderr`` if it ends or does not
+    listen within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        for path in sorted(folder.glob(name)):
+            if listening(path):
+                return path
+        status = process.poll()
+        if status is not None or time.monotonic() > deadline:
+            why = f"exit status {status}" if status is not None else f"not within {within} s"
+            raise RuntimeError(
+                f"the server did not start in {folder} ({why}); its stderr:\n{_said(stderr)}"
+            )
+        time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def running_server(
     folder: Path, *args: str, log: Path | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], ServerPaths]]:
     """``asynccomp serve --server-dir folder ARGS`` in the foreground, as a child of the
-    test, ready to take clients (its log to ``log``, if given); killed afterwards."""
+    test, ready to take clients (its stderr to ``log``, if given, else to a temporary
+    file: shown if it does not start); killed afterwards."""
     paths = server_paths(folder)
-    with contextlib.ExitStack() as files:
-        stderr = files.enter_context(log.open("wb")) if log is not None else subprocess.DEVNULL
-        process = subprocess.Popen(
-            [sys.executable, "-m", "asynccomp", "serve", "--server-dir", str(folder), *args],
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while not listening(paths.socket):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not start (exit status {process.poll()})")
-            time.sleep(0.05)
-        yield process, paths
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
+    with log.open("w+b") if log is not None else tempfile.TemporaryFile() as stderr:
+        process = start_serve(folder, *args, stderr=stderr)
+        try:
+            wait_listening(process, paths.socket, stderr)
+            yield process, paths
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
 
 
 def raw_send(sock: socket.socket, fields: dict[str, Any], blobs: list[bytes]) -> None:

@@ -30,7 +30,7 @@ import pytest
 from asynccomp.server import server_paths
 
 from .kernels import ARCH, slow_kernel
-from .ray_cluster import LocalHead, actor_processes, needs_ray
+from .ray_cluster import RAY_ROOT, LocalHead, actor_processes, needs_ray
 from .servers import server_folder, server_pid
 
 pytestmark = [needs_ray, pytest.mark.ray]
@@ -39,7 +39,7 @@ pytestmark = [needs_ray, pytest.mark.ray]
 @pytest.fixture(scope="module")
 def head() -> Iterator[LocalHead]:
     # Short: Ray's socket paths live under it (a Unix socket's path is limited).
-    folder = Path(tempfile.mkdtemp(prefix="rh-"))
+    folder = Path(tempfile.mkdtemp(prefix="rh-", dir=RAY_ROOT))
     try:
         started = LocalHead(folder)
         try:

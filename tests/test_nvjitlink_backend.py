@@ -19,7 +19,7 @@ from asynccomp.cache import compiler_identity
 from asynccomp.toolkit import find_toolkit
 
 from .kernels import ARCH, ptx_kernel, scale_kernel
-from .processes import run_cli
+from .processes import bare_environ, run_cli
 
 pytestmark = pytest.mark.skipif(
     NvJitLinkBackend.version(None) is None,
@@ -162,7 +162,7 @@ def test_the_cli_compiles_ptx_files_with_nvjitlink(tmp_path: Path) -> None:
     (tmp_path / "src" / "a.ptx").write_text(ptx_kernel(1.5))
     (tmp_path / "src" / "b.ptx").write_text(ptx_kernel(2.5))
     out = tmp_path / "out"
-    env = {"PATH": "/usr/bin:/bin", "ASYNCCOMP_SERVER": "off", "HOME": str(tmp_path)}
+    env = bare_environ(ASYNCCOMP_SERVER="off", HOME=str(tmp_path))
     done = run_cli(
         "compile", "--backend", "nvjitlink", "--arch", ARCH, "--no-server", "--no-cache",
         str(tmp_path / "src"), "--out", str(out), env=env,

@@ -20,6 +20,9 @@ from asynccomp import _os
 from asynccomp.backends._nvrtc_files import sweep_stale_auto_pch, sweep_worker_folders
 from asynccomp.backends._workdirs import sweep_work_folders
 
+from .processes import bare_environ
+from .servers import server_folder
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -103,15 +106,16 @@ def test_every_sweep_takes_only_this_users_folders_of_ended_processes(
         assert path.exists() or path.is_symlink(), path
 
 
-def test_listening_is_a_socket_that_accepts(tmp_path: Path) -> None:
-    path = tmp_path / "s"
-    assert not _os.listening(path)  # nothing there
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as bound:
-        bound.bind(str(path))
-        assert not _os.listening(path)  # bound, not listening
-        bound.listen()
-        assert _os.listening(path)
-    assert not _os.listening(path)  # closed: the file stays, nobody answers
+def test_listening_is_a_socket_that_accepts() -> None:
+    with server_folder() as folder:  # short: tmp_path may be too deep for a socket
+        path = folder / "s"
+        assert not _os.listening(path)  # nothing there
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as bound:
+            bound.bind(str(path))
+            assert not _os.listening(path)  # bound, not listening
+            bound.listen()
+            assert _os.listening(path)
+        assert not _os.listening(path)  # closed: the file stays, nobody answers
 
 
 def test_a_child_environment_puts_this_asynccomp_first_and_keeps_the_given_path(
@@ -123,6 +127,30 @@ def test_a_child_environment_puts_this_asynccomp_first_and_keeps_the_given_path(
     assert entries == [str(REPO), str(Path("relative").absolute()), str(tmp_path)]
     assert env["OTHER"] == "1" and env["TMPDIR"] == "/x"
     assert "OTHER" not in _os.child_environ({})
+
+
+def test_a_bare_test_environment_still_imports_what_pythonpath_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tests' environment of almost nothing (a CLI run with ``HOME`` elsewhere)
+    keeps ``$PYTHONPATH``'s folders: where the GPU machine's wheels live (a ``pip
+    --target`` folder), which such a child lost (``platformdirs`` missing)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "only_on_the_path.py").write_text("WHERE = 'site'\n")
+    monkeypatch.setenv("PYTHONPATH", f"{os.environ.get('PYTHONPATH', '')}{os.pathsep}{site}")
+    code = "import only_on_the_path, platformdirs, asynccomp; print(asynccomp.__file__)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=bare_environ(HOME=str(tmp_path)),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith(str(REPO / "asynccomp"))
 
 
 def test_a_warm_worker_imports_the_asynccomp_its_parent_runs(tmp_path: Path) -> None:
@@ -143,7 +171,16 @@ def test_a_warm_worker_imports_the_asynccomp_its_parent_runs(tmp_path: Path) -> 
         "    pool.close()\n"
         "print(result.outcome, result.value, asynccomp.__file__)\n"
     )
+    # Not this checkout on the path (the tests put it first), but what else is there:
+    # where the environment's packages live on some machines (a --target folder).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    others = [
+        entry
+        for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if entry and Path(entry).resolve() != REPO
+    ]
+    if others:
+        env["PYTHONPATH"] = os.pathsep.join(others)
     done = subprocess.run([sys.executable, "-c", code], cwd=tempfile.gettempdir(), env=env,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr

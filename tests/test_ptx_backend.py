@@ -22,7 +22,7 @@ from asynccomp.cache import compiler_identity
 from asynccomp.toolkit import find_toolkit
 
 from .kernels import ARCH, needs_nvcc, needs_ptxas, ptx_kernel, scale_kernel
-from .processes import run_cli
+from .processes import bare_environ, run_cli
 
 pytestmark = needs_ptxas
 
@@ -217,7 +217,7 @@ def test_the_cli_compiles_ptx_files_and_walks_folders_for_them(tmp_path: Path) -
     (tmp_path / "src" / "deeper" / "b.ptx").write_text(ptx_kernel(2.5))
     (tmp_path / "src" / "c.cu").write_text(scale_kernel())  # not a PTX source: not walked
     out = tmp_path / "out"
-    env = {"PATH": "/usr/bin:/bin", "ASYNCCOMP_SERVER": "off", "HOME": str(tmp_path)}
+    env = bare_environ(ASYNCCOMP_SERVER="off", HOME=str(tmp_path))
     done = run_cli(
         "compile", "--backend", "ptx", "--arch", ARCH, "--no-server", "--no-cache",
         str(tmp_path / "src"), "--out", str(out), env=env,

@@ -25,7 +25,7 @@ from asynccomp import ClusterError, ClusterWarning, CompileJob, Engine
 from asynccomp.ray import RayExecutor
 
 from .kernels import ARCH, scale_kernel
-from .ray_cluster import needs_ray
+from .ray_cluster import RAY_ROOT, needs_ray
 
 pytestmark = [needs_ray, pytest.mark.ray]
 
@@ -293,7 +293,8 @@ def test_a_connection_that_comes_late_leaves_nothing_behind(tmp_path: Path) -> N
 
     if not (Path.home() / ".ray" / "auth_token").exists():
         pytest.skip("Ray's token authentication is off: the late driver cannot be seen")
-    folder = Path(tempfile.mkdtemp(prefix="rh-"))  # short: Ray's sockets live under it
+    # Short: Ray's sockets live under it.
+    folder = Path(tempfile.mkdtemp(prefix="rh-", dir=RAY_ROOT))
     try:
         head = LocalHead(folder)
         try:

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -36,6 +35,7 @@ from asynccomp import (
 from asynccomp import server as server_api
 from asynccomp._version import __version__
 from asynccomp.server import Server, server_paths
+from asynccomp.server._paths import short_default_folder
 from asynccomp.server._protocol import PROTOCOL, Hello, Welcome, parse, send_form
 from asynccomp.server._wire import encode, read_message
 
@@ -49,6 +49,8 @@ from .servers import (
     running_server,
     server_folder,
     server_pid,
+    start_serve,
+    wait_for_socket,
     wait_gone,
 )
 from .test_cli import asynccomp
@@ -228,47 +230,31 @@ def test_a_server_of_another_user_is_refused() -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_a_server_of_another_toolkit_is_refused(server_dir: Path, tmp_path: Path) -> None:
+def test_a_server_of_another_toolkit_is_refused(server_dir: Path) -> None:
     """A server named by its socket must compile with this process's toolkit, as one
     found with server="auto" does: both identities are named."""
-    other = tmp_path / "other"
-    other.mkdir(mode=0o700)
     env = {**os.environ, "CUDA_HOME": "/elsewhere/cuda"}  # another toolkit fingerprint
-    process = subprocess.Popen(
-        [sys.executable, "-m", "asynccomp", "serve", "--server-dir", str(other)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        socket_path = next(iter(_wait_for_socket(other)))
-        mine = server_paths(server_dir).identity
-        theirs = socket_path.name.removeprefix("server-").removesuffix(".sock")
-        assert theirs != mine
-        with pytest.raises(ServerError, match=rf"identity {theirs}.*identity is {mine}"):
-            SyncEngine(arch=ARCH, server=str(socket_path)).start()
-    finally:
-        process.kill()
-        process.wait()
-
-
-def _wait_for_socket(folder: Path, within: float = 60) -> list[Path]:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        found = list(folder.glob("*.sock"))
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"no socket in {folder}")
+    with server_folder() as other, tempfile.TemporaryFile() as stderr:
+        process = start_serve(other, stderr=stderr, env=env)
+        try:
+            socket_path = wait_for_socket(process, other, stderr)
+            mine = server_paths(server_dir).identity
+            theirs = socket_path.name.removeprefix("server-").removesuffix(".sock")
+            assert theirs != mine
+            with pytest.raises(ServerError, match=rf"identity {theirs}.*identity is {mine}"):
+                SyncEngine(arch=ARCH, server=str(socket_path)).start()
+        finally:
+            process.kill()
+            process.wait()
 
 
 # -- bad paths and settings -------------------------------------------------------------------
 
 
 def test_bad_server_paths_are_server_errors_that_say_what_to_fix(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a_file = tmp_path / "file"
+    a_file = server_dir / "file"  # short: the socket's path below it is not too long
     a_file.write_text("")
     with pytest.raises(ServerError, match=r"cannot reach a compile server at .*file/x\.sock"):
         SyncEngine(arch=ARCH, server=str(a_file / "x.sock")).start()
@@ -281,6 +267,49 @@ def test_bad_server_paths_are_server_errors_that_say_what_to_fix(
     monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(a_file / "sub"))
     with pytest.raises(ServerError, match=r"folder .* cannot be made"):
         SyncEngine(arch=ARCH, server="auto").start()
+
+
+def test_a_deep_tmpdir_leaves_the_default_server_folder_in_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A $TMPDIR (or runtime folder) too deep for a socket's path below it, as CI
+    runners set, is passed over for /tmp/asynccomp-<uid>: the server starts there, and
+    the error for an $ASYNCCOMP_SERVER_DIR too deep names a folder that works."""
+    mine = f"asynccomp-{os.getuid()}"
+    monkeypatch.delenv("ASYNCCOMP_SERVER_DIR")
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", "/var/tmp")  # short: kept
+    assert short_default_folder() == Path("/var/tmp", mine)
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    assert short_default_folder() == Path("/tmp", mine)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))  # as deep: passed over too
+    assert short_default_folder() == Path("/tmp", mine)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path.parent))  # may be deep itself
+    expected = tmp_path.parent / "asynccomp"
+    if len(os.fsencode(expected / f"server-{'0' * 16}.sock")) > 107:
+        expected = Path("/tmp", mine)
+    assert short_default_folder() == expected
+    monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(deep))
+    hint = rf"to a shorter folder, e\.g\. {re.escape(str(expected))}$"
+    with pytest.raises(ServerError, match=hint):
+        server_paths()
+
+
+def test_a_server_that_does_not_start_is_shown_with_what_it_said(tmp_path: Path) -> None:
+    """The tests' wait for a server fails at once when the server ends, with its stderr
+    (here: the socket's path is too long), not after a minute with nothing to go on."""
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir(mode=0o700)
+    with tempfile.TemporaryFile() as stderr:
+        process = start_serve(deep, stderr=stderr)
+        try:
+            with pytest.raises(RuntimeError, match=r"(?s)exit status 1.*over the 107"):
+                wait_for_socket(process, deep, stderr)
+        finally:
+            process.kill()
+            process.wait()
 
 
 @pytest.mark.parametrize(

@@ -115,17 +115,17 @@ def test_the_reader_refuses_what_is_not_the_protocol_from_the_first_bytes_that_s
 
 
 @contextlib.asynccontextmanager
-async def _pair(kind: str, tmp_path: Path) -> AsyncIterator[tuple[MessageStream, MessageStream]]:
+async def _pair(kind: str) -> AsyncIterator[tuple[MessageStream, MessageStream]]:
     """Two ends of one connection, as streams of ``kind``: ``protocol`` (asyncio's
     transport, what both ends use on asyncio) or ``anyio`` (anyio's stream, what a
     client uses on anyio's other backends)."""
-    path = tmp_path / "s"
-    listener = await anyio.create_unix_listener(path)
-    try:
-        client = await anyio.connect_unix(path)
-        server = await listener.accept()
-    finally:
-        await listener.aclose()
+    with server_folder() as folder:  # short: tmp_path may be too deep for a socket
+        listener = await anyio.create_unix_listener(folder / "s")
+        try:
+            client = await anyio.connect_unix(folder / "s")
+            server = await listener.accept()
+        finally:
+            await listener.aclose()
     if kind == "protocol":
         ends = (await open_stream(client), await open_stream(server))
     else:
@@ -145,10 +145,8 @@ KINDS = ["protocol", "anyio"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_what_the_socket_does_not_take_waits_until_the_peer_reads(
-    kind: str, tmp_path: Path
-) -> None:
-    async with _pair(kind, tmp_path) as (a, b):
+async def test_what_the_socket_does_not_take_waits_until_the_peer_reads(kind: str) -> None:
+    async with _pair(kind) as (a, b):
         assert a.peer_uid == b.peer_uid == os.getuid()
         for frame in encode_frames({"type": "big"}, BIG):
             a.write(frame)
@@ -171,11 +169,9 @@ async def test_what_the_socket_does_not_take_waits_until_the_peer_reads(
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_many_messages_sent_before_any_is_read_all_arrive_in_order(
-    kind: str, tmp_path: Path
-) -> None:
+async def test_many_messages_sent_before_any_is_read_all_arrive_in_order(kind: str) -> None:
     """Reading stops while messages wait to be taken, and goes on as they are."""
-    async with _pair(kind, tmp_path) as (a, b):
+    async with _pair(kind) as (a, b):
         written = anyio.Event()
 
         async def send_all() -> None:
@@ -194,10 +190,8 @@ async def test_many_messages_sent_before_any_is_read_all_arrive_in_order(
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_a_close_between_messages_is_the_end_and_inside_one_a_wire_error(
-    kind: str, tmp_path: Path
-) -> None:
-    async with _pair(kind, tmp_path) as (a, b):
+async def test_a_close_between_messages_is_the_end_and_inside_one_a_wire_error(kind: str) -> None:
+    async with _pair(kind) as (a, b):
         whole = _message("whole", [b"1"])
         a.write(whole)
         a.write(whole[: len(whole) // 2])
@@ -207,7 +201,7 @@ async def test_a_close_between_messages_is_the_end_and_inside_one_a_wire_error(
         assert message is not None and _same(message, "whole", [b"1"])
         with pytest.raises(WireError, match="closed inside a message"):
             await b.receive()
-    async with _pair(kind, tmp_path) as (a, b):
+    async with _pair(kind) as (a, b):
         a.write(whole)
         await a.drain()
         a.shut()

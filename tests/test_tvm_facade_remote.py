@@ -8,6 +8,7 @@ a Python function."""
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +24,9 @@ from asynccomp.cache import (
     REMOTE_CACHE_ENV,
     REMOTE_CACHE_KEY_ENV,
     REMOTE_CACHE_KEY_FILE_ENV,
+    RedisCache,
     RemoteCacheWarning,
+    remote_cache_from_url,
 )
 from asynccomp.server import server_paths, status
 
@@ -142,7 +145,23 @@ def test_a_usable_remote_setting_goes_to_the_server_the_facade_starts(
         status(paths.socket)["settings"]["remote_cache"] == f"redis 127.0.0.1:{redis_server.port}/0"
     )
     assert os.environ[REMOTE_CACHE_KEY_ENV] == TEAM_KEY
+    # The server writes to Redis from a task of its own, after it has answered: wait for
+    # that write, which its statistics count, then look in Redis.
+    store = remote_cache_from_url(redis_server.url)
+    assert isinstance(store, RedisCache)
+    _wait_remote_store(paths.socket, store)
     assert len(redis_server.stored_keys()) >= 1  # the server wrote it there
+
+
+def _wait_remote_store(socket: Path, store: RedisCache) -> None:
+    """Until the server at ``socket`` has stored an entry in ``store``. Once the writer
+    runs, a write takes at most the store's own timeouts (connecting, then the request);
+    60 s more for the writer's turn (a thread that seals the entry) on a loaded machine."""
+    within = 60.0 + store.connect_timeout + store.timeout
+    deadline = time.monotonic() + within
+    while (stats := status(socket)["cache_stats"])["remote_stores"] < 1:
+        assert time.monotonic() < deadline, f"no write to Redis within {within} s: {stats}"
+        time.sleep(0.05)
 
 
 # -- the engine setting the facade uses ---------------------------------------------------

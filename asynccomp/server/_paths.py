@@ -2,7 +2,9 @@
 a lock and a log, all named after the server's identity.
 
 The folder is ``$ASYNCCOMP_SERVER_DIR``, else ``$XDG_RUNTIME_DIR/asynccomp``, else
-``<tmp>/asynccomp-<uid>``. It must belong to this user and be closed to everyone else
+``<tmp>/asynccomp-<uid>`` (``<tmp>``: ``$TMPDIR``, else ``/tmp``); of the last two, one
+whose socket's path would be over a Unix socket's limit (a long ``$TMPDIR``) is passed
+over for ``/tmp/asynccomp-<uid>``. It must belong to this user and be closed to everyone else
 (mode 0700), as ssh insists for its own files: in a shared ``/tmp`` another user could
 make the folder first and wait there with a socket of their own. Such a folder is not
 used, and must not deny service either (no ``$XDG_RUNTIME_DIR`` under ``runuser``, in
@@ -47,6 +49,7 @@ __all__ = (
     "private_folder",
     "server_identity",
     "server_paths",
+    "short_default_folder",
 )
 
 #: The longest path a Unix socket may have (Linux: 108 bytes with the final NUL).
@@ -88,16 +91,40 @@ class ServerPaths:
         return self.folder / f"server-{self.identity}.log"
 
 
+#: The system's own temporary folder: the one place left for the server's folder when
+#: ``$TMPDIR`` is too deep for a socket's path.
+_SYSTEM_TMP = Path("/tmp")
+
+
+def _fits(folder: Path) -> bool:
+    """Whether a server's socket in ``folder`` has a path a Unix socket may have."""
+    return len(os.fsencode(ServerPaths(folder, "0" * 16).socket)) <= MAX_SOCKET_PATH
+
+
+def short_default_folder() -> Path:
+    """The server folder when ``$ASYNCCOMP_SERVER_DIR`` is not set: the runtime folder's
+    ``asynccomp``, else ``<tmp>/asynccomp-<uid>``, each only where a socket's path
+    fits (a deep ``$TMPDIR``, as CI runners and build sandboxes set, would not), else
+    ``/tmp/asynccomp-<uid>``: the clients and the server of a user find it alike."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_dir() and _fits(Path(runtime) / "asynccomp"):
+        return Path(runtime) / "asynccomp"
+    mine = f"asynccomp-{os.getuid()}"
+    temporary = Path(tempfile.gettempdir()) / mine
+    if _fits(temporary) or not _SYSTEM_TMP.is_dir():
+        return temporary
+    return _SYSTEM_TMP / mine
+
+
 def _default_folder() -> tuple[Path, bool]:
-    """The server folder the environment names, and whether it is the one in the
-    shared temporary folder (which another user may have made first)."""
+    """The server folder the environment names, and whether it is one in a shared
+    temporary folder (which another user may have made first)."""
     override = os.environ.get(SERVER_DIR_ENV)
     if override:
         return Path(override).expanduser().absolute(), False
+    folder = short_default_folder()
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and Path(runtime).is_dir():
-        return Path(runtime) / "asynccomp", False
-    return Path(tempfile.gettempdir()) / f"asynccomp-{os.getuid()}", True
+    return folder, not (runtime and folder == Path(runtime) / "asynccomp")
 
 
 def own_folder() -> Path:
@@ -175,7 +202,7 @@ def server_paths(folder: Path | None = None) -> ServerPaths:
     check_socket_path(
         paths.socket,
         f": set {SERVER_DIR_ENV} (or --server-dir) to a shorter folder, e.g. "
-        f"{Path(tempfile.gettempdir()) / f'asynccomp-{os.getuid()}'}",
+        f"{short_default_folder()}",
     )
     return paths
 

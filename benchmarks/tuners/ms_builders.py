@@ -12,7 +12,8 @@ times on ``--workers`` workers, one builder per configuration:
 - ``warm``: ``asynccomp.tvm.Builder(max_workers=W)``, timed from its construction
   (``made``: until every worker is ready) and per batch.
 
-Every candidate's CUDA source (inside its artifact) is compared across configurations
+Every candidate's CUDA code (inside its artifact: the CUDA source, or on a GPU machine
+the binary TVM compiled, which is all it saves there) is compared across configurations
 and batches. Later batches compile the same sources again: cache hits for asynccomp in
 both ``local`` and ``warm``, so what differs between those two is the builder's pool.
 
