@@ -461,6 +461,19 @@ def test_workers_are_forked_from_one_warm_template(start: float) -> None:
         pool.close()
 
 
+def test_a_template_that_imports_numpy_is_still_forked_from(start: float) -> None:
+    """numpy's OpenBLAS starts a thread pool as it is imported (TVM and TileLang import
+    numpy): the template runs BLAS one thread, so it stays one thread, and forkable."""
+    pytest.importorskip("numpy")
+    pool = pool_of(2, initializers=[warm_tasks.import_numpy])
+    try:
+        assert pool.wait_ready(4 * start)
+        stats = pool.statistics()
+        assert stats.forked == stats.started == 2 and stats.template
+    finally:
+        pool.close()
+
+
 def test_a_template_with_threads_is_not_forked_from(start: float) -> None:
     """An initializer that leaves a thread running makes a fork unsafe: the workers are
     spawned instead, each running the initializers itself."""

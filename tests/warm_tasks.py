@@ -77,6 +77,11 @@ def threads_alive() -> int:
     return threading.active_count()
 
 
+def import_numpy() -> None:
+    """An initializer whose import starts a thread pool unless told not to (OpenBLAS)."""
+    import numpy  # noqa: F401
+
+
 def start_a_thread() -> None:
     """An initializer that leaves a thread running (forking from it is unsafe)."""
     threading.Thread(target=threading.Event().wait, daemon=True).start()

@@ -44,7 +44,10 @@ class PoolSettings:
             it is installed, else by pickle: functions of importable modules).
         fork: fork workers from a warm template process that ran the initializers once
             (Linux; the pool spawns fresh interpreters where the template has threads
-            after its initializers, which makes a fork unsafe).
+            after its initializers, which makes a fork unsafe). The template and its
+            workers run BLAS and OpenMP one thread each (``OPENBLAS_NUM_THREADS``,
+            ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``: 1 unless set), so that importing
+            numpy leaves it one thread.
         eager: start every worker now (in the background) and after an idle release
             ends them, only on the next task; ``False``: start workers as tasks need
             them (never more than the most tasks it was given at once).

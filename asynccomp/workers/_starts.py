@@ -37,6 +37,11 @@ from ._settings import PoolSettings, TaskResult
 
 __all__ = ("Starts",)
 
+# A template must stay one thread to fork from (its initializers' imports included):
+# numpy's OpenBLAS starts a thread pool at import, as OpenMP runtimes may; the workers,
+# many to the cores, run them one thread each anyway. What the user set is kept.
+_ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
 
 class Starts:
     """Starting and ending processes; the state is the pool's (:class:`~._core.Core`)."""
@@ -85,7 +90,8 @@ class Starts:
             process = subprocess.Popen(
                 self._command("_template", theirs.fileno(), self.owner, self.settings.name),
                 pass_fds=(theirs.fileno(),),
-                env={**_os.child_environ(), **self.settings.environ},
+                env={**dict.fromkeys(_ONE_THREAD, "1"), **_os.child_environ()}
+                | dict(self.settings.environ),
                 cwd=self.settings.cwd,
                 start_new_session=True,
             )
