@@ -43,9 +43,10 @@ def _machinery() -> tuple[str, ...]:
         str(Path(contextlib.__file__)),
         str(Path(threading.__file__)),
     ]
-    anyio = sys.modules.get("anyio")
-    if anyio is not None:
-        prefixes.append(_folder(anyio))
+    for name in ("anyio", "trio", "outcome"):  # the loops anyio runs on, and theirs
+        loaded = sys.modules.get(name)
+        if loaded is not None and getattr(loaded, "__file__", None):
+            prefixes.append(_folder(loaded))
     return tuple(prefixes)
 
 

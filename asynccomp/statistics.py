@@ -16,7 +16,7 @@ class EngineStatistics:
     counts the failures that were timeouts). ``compiled`` counts compiler runs,
     ``cache_hits`` the jobs answered from the cache, ``deduplicated`` those answered by
     an identical job's compile that was already under way. ``workers`` is the number of
-    NVRTC worker processes alive at the time of the snapshot.
+    worker processes alive at the time of the snapshot (NVRTC's and nvJitLink's).
     """
 
     submitted: int = 0

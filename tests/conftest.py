@@ -186,13 +186,14 @@ _RAY_FILES = frozenset({"test_ray.py", "test_ray_unreachable.py", "test_no_cli_c
 def _scope(nodeid: str) -> str:
     """The unit of tests one test process runs together: every Ray test in one ("ray"),
     one after another, any other test on its own. In other files a Ray test says so in
-    its name (``test_ray_...``) or its parameters (a door ``-ray``, "a Ray executor")."""
+    its name (``test_ray_...``) or its parameters (a door ``-ray``, "a Ray executor",
+    the manual's Ray guide ``ray.md``)."""
     path, _, rest = nodeid.partition("::")
     name = rest.split("[", 1)[0]
     if (
         path.rsplit("/", 1)[-1] in _RAY_FILES
         or "ray" in name.split("_")
-        or re.search(r"-ray\]|\bRay\b", rest)
+        or re.search(r"-ray\]|\bRay\b|/ray\.md", rest)
     ):
         return "ray"
     return nodeid

@@ -209,7 +209,9 @@ async def warm_up_twice(door: Door) -> Seen:
         slots = engine.slots()
         result = await engine.compile(CompileJob(tagged(scale_kernel(7.0))))
         stats = await engine.statistics()
-    workers = "every slot's" if warm.workers == slots >= 1 else f"{warm.workers} for {slots}"
+    # At least: a shared server may also hold another backend's workers (nvJitLink's,
+    # from an earlier case of the table).
+    workers = "every slot's" if warm.workers >= slots >= 1 else f"{warm.workers} for {slots}"
     return seen([result], stats, workers=workers)
 
 

@@ -71,6 +71,7 @@ __all__ = (
     "PtxBackend",
     "arch_problem",
     "check_ptx_job",
+    "newer_ptx",
     "ptx_flags",
     "ptx_target",
     "target_mismatch",

@@ -57,7 +57,7 @@ class EngineConfig:
 
     >>> config = EngineConfig.from_keywords(arch="sm_90a", nvrtc_workers=4)
     >>> config.mode
-    InProcess(workers=WorkerSettings(nvrtc_workers=4, nvcc_workers=None, nvrtc_mode='auto'), ...)
+    InProcess(workers=WorkerSettings(nvrtc_workers=4, nvcc_workers=None, ...), ...)
     >>> sorted(config.changed())
     ['arch', 'nvrtc_workers']
     >>> EngineConfig.from_keywords(server="auto").mode
