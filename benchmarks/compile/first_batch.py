@@ -1,0 +1,117 @@
+"""The first batch against the next ones: how much of a tuning run's first batch is
+start-up (issue 36: "fast on the first batch").
+
+Each trial is a fresh Python process: it starts an engine (whose NVRTC template starts in
+the background), renders the corpus's kernels as TVM 0.27 hands them to its callback (the
+user's own set-up, overlapping the engine's start), then compiles them as one batch:
+``cold``, from the engine's start. Then the same kernels twice more, each pass with every
+source made new (a comment added: no cache hit, no NVRTC cache hit either): ``warm``, the
+faster of the two. Nothing is warm but the operating system's file cache, so the first
+trial on a fresh machine is the fresh-machine figure.
+
+    python -m benchmarks.compile.first_batch                          # built-in examples
+    python -m benchmarks.compile.first_batch --corpus corpus --workers 16 --trials 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from asynccomp._os import child_environ
+from benchmarks._corpus import add_corpus_argument, corpus_files
+
+
+def _trial(files: list[str], arch: str, workers: int) -> dict[str, float]:
+    import anyio
+
+    from asynccomp import Engine
+    from asynccomp.tvm import make_job
+
+    async def run() -> dict[str, float]:
+        began = time.perf_counter()
+        async with Engine(arch=arch, nvrtc_workers=workers, cache=False) as engine:
+            started = time.perf_counter()
+            jobs = [make_job(Path(f).read_text(), arch=arch) for f in files]  # the set-up
+            rendered = time.perf_counter()
+            results = await engine.compile_many(jobs)
+            cold = time.perf_counter() - began
+            assert all(r.ok for r in results), [str(r.error) for r in results if not r.ok]
+            warm = []
+            for n in (1, 2):
+                fresh = [
+                    make_job(Path(f).read_text() + f"\n// pass {n}\n", arch=arch) for f in files
+                ]
+                at = time.perf_counter()
+                again = await engine.compile_many(fresh)
+                warm.append(time.perf_counter() - at)
+                assert all(r.ok for r in again)
+        return {
+            "engine_start": started - began,
+            "setup": rendered - started,
+            "cold": cold,
+            "warm": min(warm),
+        }
+
+    return anyio.run(run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_corpus_argument(parser)
+    parser.add_argument("--largest", type=int, default=0, help="the N largest kernels (0: all)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--arch", default="sm_90a")
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--trial", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.trial is not None:
+        print(json.dumps(_trial(args.trial, args.arch, args.workers)))
+        return 0
+    files = sorted(corpus_files(args.corpus), key=lambda f: f.stat().st_size, reverse=True)
+    if args.largest:
+        files = files[: args.largest]
+    print(f"{len(files)} kernels, {args.workers} workers, {args.trials} fresh processes")
+    trials = []
+    for number in range(args.trials):
+        command = [sys.executable, "-m", "benchmarks.compile.first_batch", "--workers"]
+        command += [str(args.workers), "--arch", args.arch, "--trial", *map(str, files)]
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=child_environ(), check=False
+        )
+        if done.returncode != 0:
+            print(done.stderr, file=sys.stderr)
+            return 1
+        trial = json.loads(done.stdout.splitlines()[-1])
+        trials.append(trial)
+        print(
+            f"trial {number + 1}: engine start {trial['engine_start']:.3f} s, set-up "
+            f"{trial['setup']:.3f} s, first batch (from the engine's start) {trial['cold']:.3f} "
+            f"s, warm batch {trial['warm']:.3f} s: {trial['cold'] / trial['warm']:.2f}x",
+            flush=True,
+        )
+    summary = {
+        key: statistics.median(t[key] for t in trials)
+        for key in ("engine_start", "setup", "cold", "warm")
+    }
+    summary["ratio"] = summary["cold"] / summary["warm"]
+    print(
+        f"median: first batch {summary['cold']:.3f} s, warm {summary['warm']:.3f} s, "
+        f"{summary['ratio']:.2f}x (first trial, the freshest: "
+        f"{trials[0]['cold'] / trials[0]['warm']:.2f}x)"
+    )
+    if args.json is not None:
+        args.json.write_text(json.dumps({"trials": trials, "median": summary}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
