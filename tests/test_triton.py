@@ -1,0 +1,555 @@
+"""asynccomp.triton against the real Triton 3.6 (skipped without it). Kernels are built
+for Hopper (``GPUTarget("cuda", 90, 32)``), which needs no GPU; the tests marked ``gpu``
+autotune on one. Its CI step is a venv of its own (.ci/run)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+triton = pytest.importorskip("triton")
+
+import triton.language as tl  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+from triton.compiler.errors import CompilationError, CompileTimeAssertionFailure  # noqa: E402
+from triton.runtime._async_compile import active_mode  # noqa: E402
+from triton.runtime.autotuner import Autotuner, Config  # noqa: E402
+from triton.runtime.errors import PTXASError  # noqa: E402
+from triton.runtime.jit import JITFunction  # noqa: E402
+
+import asynccomp.triton as at  # noqa: E402
+from asynccomp.errors import CompileError, InvalidJob  # noqa: E402
+from asynccomp.triton import _autotune, _hooks  # noqa: E402
+
+from . import triton_kernels as tk  # noqa: E402
+
+STAGES = ("source", "ttir", "ttgir", "llir", "ptx", "cubin")
+
+
+@pytest.fixture(autouse=True)
+def triton_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Each test gets an empty Triton cache; nothing registered, no workers left after."""
+    folder = tmp_path / "triton-cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(folder))
+    yield folder
+    at.unregister()
+
+
+class Counts:
+    """:func:`asynccomp.triton.statistics`' counts since the test began (they are the
+    process's)."""
+
+    def __init__(self) -> None:
+        self.before = at.statistics()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(at.statistics(), name) - getattr(self.before, name)
+
+
+@pytest.fixture
+def counts() -> Counts:
+    return Counts()
+
+
+def own_build(source: ASTSource, folder: Path, **options: Any) -> Any:
+    """Triton's own ``triton.compile`` here, into a cache of its own (the reference)."""
+    saved = os.environ["TRITON_CACHE_DIR"]
+    os.environ["TRITON_CACHE_DIR"] = str(folder)
+    try:
+        return triton.compile(source, target=tk.TARGET, options=options or None)
+    finally:
+        os.environ["TRITON_CACHE_DIR"] = saved
+
+
+def assert_same_kernel(ours: Any, theirs: Any) -> None:
+    assert type(ours) is type(theirs)
+    for stage in STAGES:
+        assert ours.asm[stage] == theirs.asm[stage], stage
+    assert ours.metadata == theirs.metadata
+    assert ours.hash == theirs.hash
+
+
+# -- compile_many: no GPU ----------------------------------------------------------------
+
+
+def test_compile_many_builds_what_triton_builds(
+    tmp_path: Path, triton_cache: Path, counts: Counts
+) -> None:
+    sources = [tk.matmul(64, 64), tk.matmul(128, 64, 64), tk.add(256), tk.add(1024)]
+    options = [{"num_warps": 4, "num_stages": 3}, {"num_warps": 8, "num_stages": 4}, None, None]
+    seen: list[int] = []
+    kernels = at.compile_many(
+        sources, target=tk.TARGET, options=options, workers=2, on_result=lambda i, _: seen.append(i)
+    )
+    assert sorted(seen) == [0, 1, 2, 3]
+    for kernel, source, opts in zip(kernels, sources, options, strict=True):
+        assert_same_kernel(kernel, own_build(source, tmp_path / "own", **(opts or {})))
+        assert kernel.src is source  # made with the caller's source, as Triton's own
+    # In Triton's cache as Triton puts it: a fresh triton.compile here is a cache hit.
+    again = triton.compile(sources[0], target=tk.TARGET, options=options[0])
+    assert again.metadata_group == kernels[0].metadata_group
+    assert all(Path(p).is_relative_to(triton_cache) for p in again.metadata_group.values())
+    assert counts.compiled == 4 and counts.in_process == 0
+
+
+def test_compile_many_answers_from_tritons_cache_without_a_worker(counts: Counts) -> None:
+    first = at.compile_many([tk.add(128)], target=tk.TARGET, workers=1)[0]
+    assert counts.compiled == 1
+    second = at.compile_many(
+        [tk.add(128), (tk.add_kernel, tk.ADD_SIGNATURE, {"BLOCK": 128})], target=tk.TARGET
+    )
+    assert counts.cache_hits == 2 and counts.compiled == 1
+    for kernel in second:
+        assert kernel.asm["cubin"] == first.asm["cubin"]
+
+
+def test_a_source_that_fails_is_its_slot_only(tmp_path: Path, counts: Counts) -> None:
+    sources = [
+        tk.add(64),
+        ASTSource(tk.undefined_kernel, {"x_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 64}),
+        ASTSource(tk.asserting_kernel, {"x_ptr": "*i32", "BLOCK": "constexpr"}, {"BLOCK": 128}),
+        tk.add(512),
+    ]
+    results = at.compile_many(sources, target=tk.TARGET, workers=2)
+    for i in (0, 3):
+        assert_same_kernel(results[i], own_build(sources[i], tmp_path / "own"))
+    for i, kind in ((1, CompilationError), (2, CompileTimeAssertionFailure)):
+        with pytest.raises(kind) as own:
+            own_build(sources[i], tmp_path / "own")
+        assert type(results[i]) is type(own.value)
+        assert str(results[i]) == str(own.value)  # Triton's message, source excerpt included
+    assert counts.errors == 2
+
+
+def test_a_worker_that_aborts_fails_only_its_kernel(tmp_path: Path, counts: Counts) -> None:
+    """Triton's C++ aborting (SIGABRT) while compiling one kernel: in Triton's own
+    process the program would end; here that kernel fails and the others are built."""
+    sources = [tk.add(64), tk.add(tk.ABORT), tk.add(128), tk.add(256)]
+    results = at.compile_many(sources, target=tk.TARGET, workers=2)
+    crashed = results[1]
+    assert isinstance(crashed, at.TritonCompileCrashed)
+    assert isinstance(crashed, RuntimeError) and isinstance(crashed, CompileError)
+    assert "add_kernel" in str(crashed) and "SIGABRT" in str(crashed)
+    for i in (0, 2, 3):
+        assert_same_kernel(results[i], own_build(sources[i], tmp_path / "own"))
+    workers = at.statistics().workers
+    assert counts.crashed == 1 and workers is not None and workers.crashed == 1
+
+
+def test_a_compile_past_its_timeout_fails_only_its_kernel(tmp_path: Path, counts: Counts) -> None:
+    sources = [tk.add(tk.HANG), tk.add(64)]
+    results = at.compile_many(sources, target=tk.TARGET, workers=2, timeout=5.0)
+    assert isinstance(results[0], at.TritonCompileTimeout)
+    assert results[0].timeout == 5.0
+    assert_same_kernel(results[1], own_build(sources[1], tmp_path / "own"))
+    assert counts.timed_out == 1
+
+
+def test_compile_many_refuses_what_it_cannot_read() -> None:
+    with pytest.raises(InvalidJob, match=r"sources\[1\]"):
+        at.compile_many([tk.add(64), "add_kernel"], target=tk.TARGET)
+    with pytest.raises(InvalidJob, match="2 option sets for 1 sources"):
+        at.compile_many([tk.add(64)], target=tk.TARGET, options=[{}, {}])
+
+
+def test_triton_refusing_the_options_is_that_slots_exception() -> None:
+    results = at.compile_many(
+        [tk.add(64), tk.add(64)], target=tk.TARGET, options=[{"num_warps": 3}, None], workers=1
+    )
+    assert isinstance(results[0], AssertionError)  # Triton's: "num_warps must be a power of 2"
+    assert type(results[1]).__name__ == "CompiledKernel"
+
+
+# -- kernels defined outside importable modules ------------------------------------------
+
+
+def closure_kernel(scale: float) -> Any:
+    factor = tl.constexpr(scale)  # a kernel reads constexpr values only
+
+    @triton.jit  # type: ignore[untyped-decorator]
+    def scaled(x_ptr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+        offsets = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offsets, tl.load(x_ptr + offsets) * factor)
+
+    return scaled
+
+
+def test_a_closure_kernel_travels_by_value(tmp_path: Path, counts: Counts) -> None:
+    pytest.importorskip("cloudpickle")
+    kernel = closure_kernel(3.0)
+    source = ASTSource(kernel, {"x_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 128})
+    result = at.compile_many([source], target=tk.TARGET, workers=1)[0]
+    # The same line info (the file name and lines travel with it) and the same constant.
+    assert_same_kernel(result, own_build(source, tmp_path / "own"))
+    assert counts.in_process == 0 and counts.compiled == 1
+
+
+def test_without_cloudpickle_a_closure_kernel_compiles_here_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counts: Counts
+) -> None:
+    monkeypatch.setitem(sys.modules, "cloudpickle", None)  # import cloudpickle fails
+    source = ASTSource(closure_kernel(2.0), {"x_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 64})
+    with pytest.warns(at.TritonFallbackWarning, match=r"closure.*needs cloudpickle"):
+        result = at.compile_many([source, tk.add(64)], target=tk.TARGET, workers=1)
+    assert_same_kernel(result[0], own_build(source, tmp_path / "own"))
+    assert counts.in_process == 1 and counts.compiled == 1
+
+
+MAIN_SCRIPT = """
+import os, sys
+import triton
+import triton.language as tl
+from triton.compiler import ASTSource
+from triton.backends.compiler import GPUTarget
+import asynccomp.triton as at
+
+TARGET = GPUTarget("cuda", 90, 32)
+
+LIMIT = tl.constexpr(100)
+
+@triton.jit
+def relu(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = (offsets < n) & (offsets < LIMIT)
+    tl.store(x_ptr + offsets, tl.maximum(tl.load(x_ptr + offsets, mask=mask), 0.0), mask=mask)
+
+if __name__ == "__main__":
+    source = ASTSource(relu, {"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 256})
+    ours = at.compile_many([source], target=TARGET, workers=1)[0]
+    if isinstance(ours, Exception):
+        raise ours
+    os.environ["TRITON_CACHE_DIR"] = sys.argv[1]
+    own = triton.compile(source, target=TARGET)
+    assert all(ours.asm[s] == own.asm[s] for s in own.asm), "not Triton's kernel"
+    stats = at.statistics()
+    print("same kernel", stats.compiled, stats.in_process)
+"""
+
+
+def test_a_main_kernel_travels_by_value(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A script's kernel (``__main__``): by value, with its file's lines and globals."""
+    pytest.importorskip("cloudpickle")
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(MAIN_SCRIPT))
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "own")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["same", "kernel", "1", "0"]  # in a worker, not here
+
+
+# -- versions ------------------------------------------------------------------------------
+
+
+def test_an_unknown_triton_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counts: Counts
+) -> None:
+    own_do_compile, own_bench = JITFunction._do_compile, Autotuner._bench
+    monkeypatch.setattr(triton, "__version__", "9.9.0")
+    with pytest.warns(at.TritonVersionWarning, match=r"Triton 9\.9\.0 is not a version"):
+        assert at.register() is False
+    assert not at.registered()
+    assert JITFunction._do_compile is own_do_compile and Autotuner._bench is own_bench
+    with pytest.warns(at.TritonVersionWarning, match="compiles in this process"):
+        result = at.compile_many([tk.add(64)], target=tk.TARGET)
+    assert_same_kernel(result[0], own_build(tk.add(64), tmp_path / "own"))
+    assert at.statistics().workers is None and counts.compiled == 0  # no worker started
+
+
+# -- register(): the JIT's compiles --------------------------------------------------------
+
+
+def test_register_installs_and_removes_the_hooks() -> None:
+    own = {
+        "do_compile": JITFunction._do_compile,
+        "prune": Autotuner.prune_configs,
+        "bench": Autotuner._bench,
+        "warmup": Autotuner.warmup,
+    }
+    with at.enabled(workers=1) as done:
+        assert done and at.registered()
+        assert JITFunction._do_compile is _hooks._do_compile
+        assert Autotuner._bench is _autotune._bench
+        assert Autotuner.prune_configs is _autotune._prune_configs
+        assert Autotuner.warmup is _autotune._warmup
+        with at.enabled(workers=3):  # registered already: left as it is
+            assert at.registered()
+        assert at.registered()
+        at.register(workers=1, autotune=False)
+        assert Autotuner._bench is own["bench"] and JITFunction._do_compile is _hooks._do_compile
+    assert not at.registered()
+    assert JITFunction._do_compile is own["do_compile"]
+    assert Autotuner.prune_configs is own["prune"]
+    assert Autotuner._bench is own["bench"] and Autotuner.warmup is own["warmup"]
+
+
+def on_device(kernel: Any) -> Any:
+    """What Triton's ``create_binder`` leaves for device 0, made without a GPU (it asks
+    the driver for the target): the JIT then compiles through ``_do_compile`` as on one."""
+    from triton.compiler.compiler import make_backend
+
+    backend = make_backend(tk.TARGET)
+    kernel.device_caches[0] = ({}, {}, tk.TARGET, backend, None)
+    kernel.compile, kernel.ASTSource = triton.compile, ASTSource
+    return backend
+
+
+def jit_first_call(kernel: Any, backend: Any, block: int) -> Any:
+    """``JITFunction._do_compile`` as ``run`` calls it for ``add_kernel``'s first call."""
+    signature = dict(tk.ADD_SIGNATURE)
+    options = backend.parse_options({"debug": False, "instrumentation_mode": ""})
+    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
+    return kernel._do_compile(f"key-{block}", signature, 0, {(4,): block}, options, attrs, True)
+
+
+def test_a_jit_kernels_first_call_compiles_in_a_worker(tmp_path: Path, counts: Counts) -> None:
+    kernel = tk.add_kernel
+    backend = on_device(kernel)
+    try:
+        at.register(workers=2)
+        built = jit_first_call(kernel, backend, 64)
+        assert kernel.device_caches[0][0]["key-64"] is built  # in the JIT's own cache
+        assert counts.compiled == 1
+        reference = ASTSource(kernel, tk.ADD_SIGNATURE, {"BLOCK": 64}, built.src.attrs)
+        assert_same_kernel(built, own_build(reference, tmp_path / "own", debug=False))
+        # Many at once, as Triton's async compile mode submits them: all on the workers.
+        with at.parallel() as mode:
+            futures = [jit_first_call(kernel, backend, b) for b in (128, 256, 512)]
+            assert all(hasattr(f, "result") for f in futures)
+        assert mode is not None and counts.compiled == 4
+        at.unregister()  # the function keeps asynccomp's compile, which is Triton's now
+        jit_first_call(kernel, backend, 1024)
+        assert counts.compiled == 4
+    finally:
+        kernel.device_caches.clear()
+        for name in ("compile", "ASTSource"):
+            kernel.__dict__.pop(name, None)
+
+
+def test_a_pipeline_hook_keeps_the_compile_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+
+    def hook(backend: Any, stages: Any, options: Any, language: Any, capability: Any) -> None:
+        seen.append("stages")
+
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", hook)
+    at.register(workers=1)
+    with pytest.warns(at.TritonFallbackWarning, match="add_stages_inspection_hook"):
+        result = at.compile_many([tk.add(64)], target=tk.TARGET)
+    assert seen == ["stages"] and type(result[0]).__name__ == "CompiledKernel"
+
+
+# -- the autotuner: choice, order, failures (no GPU: fake kernels, given timings) ----------
+
+
+class FakeKernel:
+    """Stands for a ``JITFunction`` under an ``Autotuner``: ``run`` compiles (a sleep, or
+    a given exception) per config, through Triton's async compile mode where one is
+    active, as ``JITFunction._do_compile`` does, and "launches" by noting the config."""
+
+    arg_names: ClassVar[list[str]] = ["x", "n"]
+
+    def __init__(
+        self,
+        fails: dict[int, BaseException] | None = None,
+        gates: dict[int, threading.Event] | None = None,
+        together: threading.Barrier | None = None,
+    ):
+        self.fails, self.gates, self.together = fails or {}, gates or {}, together
+        self.cache: dict[int, str] = {}
+        self.launched: list[int] = []
+        self.compiled: list[int] = []
+        self.lock = threading.Lock()
+        self.on_launch: Any = None
+
+        def fn(x: Any, n: Any, BLOCK: Any) -> None:  # Autotuner reads its name
+            pass
+
+        self.fn = fn
+
+    def _compile(self, block: int) -> str:
+        if block in self.gates:  # this compile ends only once the gate opens
+            assert self.gates[block].wait(60), f"config {block}'s gate never opened"
+        if self.together is not None:  # these compiles end only if they run at once
+            self.together.wait()
+        with self.lock:
+            self.compiled.append(block)
+        if block in self.fails:
+            raise self.fails[block]
+        return f"kernel-{block}"
+
+    def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        block = kwargs["BLOCK"]
+        kernel: Any = self.cache.get(block)
+        if kernel is None:
+            mode = active_mode.get()
+            if mode is not None:
+                kernel = mode.submit(
+                    block,
+                    functools.partial(self._compile, block),
+                    lambda k, b=block: self.cache.__setitem__(b, k),
+                )
+            else:
+                kernel = self._compile(block)
+                self.cache[block] = kernel
+        if warmup:
+            return kernel
+        if hasattr(kernel, "result"):
+            kernel = kernel.result()
+        self.launched.append(block)
+        if self.on_launch is not None:
+            self.on_launch(self.launched)
+        return kernel
+
+    def warmup(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+        return self.run(*args, grid=grid, warmup=True, **kwargs)
+
+
+def tuner(fake: FakeKernel, timings: dict[int, float], **settings: Any) -> Autotuner:
+    configs = [Config({"BLOCK": b}, num_warps=4) for b in sorted(timings)]
+
+    def do_bench(kernel_call: Any, quantiles: Any) -> list[float]:
+        kernel_call()
+        t = timings[fake.launched[-1]]
+        return [t, t, t]
+
+    return Autotuner(
+        fake, fake.arg_names, configs, ["n"], None, None, do_bench=do_bench, **settings
+    )
+
+
+def autotune(timings: dict[int, float], fake: FakeKernel, **settings: Any) -> tuple[Any, Autotuner]:
+    """The best config's BLOCK (or what the autotune raised), and the autotuner."""
+    autotuner = tuner(fake, timings, **settings)
+    try:
+        autotuner.run("x", 1000, grid=(1,), warmup=False)
+    except Exception as exc:
+        return exc, autotuner
+    return autotuner.best_config.kwargs["BLOCK"], autotuner
+
+
+# Config BLOCK -> its (given) benchmark timing; ties break by the configs' order.
+TIMINGS = {16: 5.0, 32: 2.0, 64: 3.0, 128: 2.0, 256: 9.0}
+
+
+def slowest_first() -> FakeKernel:
+    """Config 16's compile ends only once every other config has been benchmarked."""
+    last = threading.Event()
+    fake = FakeKernel(gates={16: last})
+
+    def launched(blocks: list[int]) -> None:
+        if {32, 64, 128, 256} <= set(blocks):
+            last.set()
+
+    fake.on_launch = launched
+    return fake
+
+
+def test_autotune_chooses_as_triton_does_from_the_same_timings() -> None:
+    their_fake = FakeKernel()
+    theirs, their_tuner = autotune(TIMINGS, their_fake)
+    at.register(workers=4)
+    our_fake = slowest_first()
+    ours, our_tuner = autotune(TIMINGS, our_fake)
+    assert theirs == ours == 32  # the first of the two fastest, as min() over the list
+    assert list(our_tuner.configs_timings.items()) == list(their_tuner.configs_timings.items())
+    assert their_fake.launched[:5] == [16, 32, 64, 128, 256]  # Triton: in the configs' order
+    # Here: compiled at once, benchmarked as each was ready (16, gated, ready last).
+    assert our_fake.launched[4] == 16 and sorted(our_fake.launched[:5]) == sorted(TIMINGS)
+    assert our_fake.launched[5] == ours  # then run launches the best config, as Triton's
+    assert our_tuner.__dict__.get("_asynccomp_round") is None
+
+
+def test_autotune_failures_are_tritons() -> None:
+    """A ptxas error (caught by Triton's _bench): infinite timing; a compile error it
+    does not catch: raised at that config, as Triton raises it."""
+    ptxas: dict[int, BaseException] = {32: PTXASError("register spill")}
+    theirs, their_tuner = autotune(TIMINGS, FakeKernel(ptxas))
+    at.register(workers=4)
+    ours, our_tuner = autotune(TIMINGS, FakeKernel(ptxas))
+    assert theirs == ours == 128
+    assert our_tuner.configs_timings[Config({"BLOCK": 32}, num_warps=4)] == [float("inf")] * 3
+    assert list(our_tuner.configs_timings.items()) == list(their_tuner.configs_timings.items())
+
+    at.unregister()
+    broken: dict[int, BaseException] = {64: ValueError("not a kernel"), 256: KeyError("later")}
+    their_fake = FakeKernel(broken)
+    theirs, _ = autotune(TIMINGS, their_fake)
+    at.register(workers=4)
+    our_fake = FakeKernel(broken)
+    ours, _ = autotune(TIMINGS, our_fake)
+    assert type(ours) is type(theirs) is ValueError and str(ours) == str(theirs)
+    assert their_fake.launched == [16, 32]  # Triton: the configs before it, then it raised
+    assert {16, 32} <= set(our_fake.launched)
+
+
+def test_an_autotune_config_whose_worker_dies_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    at.register(workers=4)
+    fails: dict[int, BaseException] = {
+        16: at.TritonCompileCrashed("died"),
+        128: at.TritonCompileTimeout("slow", timeout=1),
+    }
+    with caplog.at_level(logging.WARNING, logger="asynccomp.triton"):
+        ours, our_tuner = autotune(TIMINGS, FakeKernel(fails))
+    assert ours == 32
+    timings = our_tuner.configs_timings
+    assert timings[Config({"BLOCK": 16}, num_warps=4)] == [float("inf")] * 3
+    assert timings[Config({"BLOCK": 128}, num_warps=4)] == [float("inf")] * 3
+    assert sum("dropped" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_autotune_warmup_compiles_every_config_at_once() -> None:
+    at.register(workers=4)
+    # Each compile ends only once all three run at the same time (in turn: a timeout).
+    fake = FakeKernel(together=threading.Barrier(3, timeout=60))
+    autotuner = tuner(fake, {16: 1.0, 32: 1.0, 64: 1.0})
+    kernels = autotuner.warmup("x", 1000, grid=(1,))
+    assert kernels == ["kernel-16", "kernel-32", "kernel-64"]  # Triton's order and kernels
+    assert fake.launched == []
+
+
+def test_autotune_inside_the_users_async_mode_is_tritons() -> None:
+    at.register(workers=2)
+    fake = FakeKernel()
+    autotuner = tuner(fake, TIMINGS)
+    with concurrent.futures.ThreadPoolExecutor(2) as executor:
+        from triton.runtime._async_compile import AsyncCompileMode
+
+        with AsyncCompileMode(executor):
+            autotuner.run("x", 1000, grid=(1,), warmup=False)
+    assert fake.launched[:5] == [16, 32, 64, 128, 256]
+    assert autotuner.best_config.kwargs["BLOCK"] == 32
+
+
+# -- on a GPU --------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_autotune_on_a_gpu_matches_tritons_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real autotune of the matmul: the same best config as Triton's own given the same
+    timings, every config's output equal to Triton's own build's and close to torch's."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU on this machine")
+    from benchmarks.tuners.triton_sweep import autotune_comparison
+
+    report = autotune_comparison(configs=8, size=512, cache=tmp_path)
+    assert report["same_best"], report
+    assert report["outputs_equal"] and report["close_to_torch"], report
