@@ -57,7 +57,9 @@ def register(
     *, workers: int | None = None, timeout: float | None = _compile.TIMEOUT, autotune: bool = True
 ) -> bool:
     """Compile Triton's kernels on asynccomp's warm worker processes, from now on (see
-    :mod:`asynccomp.triton`). ``workers``: how many (default: one per CPU); ``timeout``:
+    :mod:`asynccomp.triton`). ``workers``: how many (default: one per CPU but one, which
+    is left to this process: it benchmarks the autotuner's configs while the workers
+    compile, and a benchmark starved of CPU measures its own waiting); ``timeout``:
     seconds one compile may run in its worker (``None``: no limit); ``autotune``: also
     compile every config of an ``@triton.autotune`` at once and benchmark each as it is
     ready. The workers start now, in the background. Idempotent (a second call updates
@@ -79,7 +81,7 @@ def register(
     from triton.runtime.jit import JITFunction
 
     with _lock:
-        _pool.set_size(workers)
+        _pool.set_size(workers or max(1, _pool.cpus() - 1))
         _compile.set_timeout(timeout)
         if not _originals:
             _originals["do_compile"] = JITFunction._do_compile

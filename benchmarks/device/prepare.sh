@@ -2,6 +2,7 @@
 # Run HERE (not on the GPU machine): fetch the cp312 wheels the GPU machine's image lacks
 # into the git-ignored .device/ folder that its commands carry:
 #   .device/wheels/   apache-tvm-ffi, platformdirs, pytest-asyncio, pytest-xdist (asynccomp and its tests),
+#                     cloudpickle (asynccomp.triton's tests of kernels sent by value),
 #                     jsonschema and what it needs (Ray 2.60 imports it; the image lacks it)
 #   .device/ray/      Ray's wheel in two halves, part00 and part01 (79 MB: over one
 #                     command's 64 MiB carry; see run_tests.sh and run_ray.sh)
@@ -19,7 +20,7 @@ download() {
     --platform manylinux2014_x86_64 -d "$1" "${@:2}"
 }
 mkdir -p .device/wheels .device/ray
-download .device/wheels 'apache-tvm-ffi==0.1.14.post0' platformdirs pytest-asyncio pytest-xdist execnet \
+download .device/wheels 'apache-tvm-ffi==0.1.14.post0' platformdirs pytest-asyncio pytest-xdist execnet cloudpickle \
   jsonschema jsonschema-specifications referencing rpds-py
 if [ ! -f .device/ray/part01 ]; then
   tmp="$(mktemp -d)"
