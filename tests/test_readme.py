@@ -47,6 +47,8 @@ def test_snippet_runs(number: int, tmp_path: Path) -> None:
         pytest.skip(
             "needs TileLang (pip install 'asynccomp[tilelang]'; CI runs it in a venv of its own)"
         )
+    if re.search(r"^\s*(from triton\b|import triton\b)", code, re.M) and not _importable("triton"):
+        pytest.skip("needs Triton (pip install 'asynccomp[triton]'; CI: a venv of its own)")
     with server_folder() as folder:
         env = {
             **os.environ,

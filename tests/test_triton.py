@@ -157,6 +157,20 @@ def test_a_compile_past_its_timeout_fails_only_its_kernel(tmp_path: Path, counts
     assert counts.timed_out == 1
 
 
+def test_a_compile_whose_workers_are_closed_compiles_here(tmp_path: Path, counts: Counts) -> None:
+    """Workers ended while a compile waits for one (``close()``, ``unregister()``, another
+    worker count): Triton compiles it here, after a warning, not a crash."""
+    from asynccomp.triton import _compile
+
+    job = _compile.start(tk.add(64), tk.TARGET)  # the workers are still starting
+    assert job.handle is not None
+    at.close()
+    with pytest.warns(at.TritonFallbackWarning, match="workers were ended"):
+        kernel = _compile.finish(job, job.handle.result())
+    assert_same_kernel(kernel, own_build(tk.add(64), tmp_path / "own"))
+    assert counts.in_process == 1 and counts.crashed == 0
+
+
 def test_compile_many_refuses_what_it_cannot_read() -> None:
     with pytest.raises(InvalidJob, match=r"sources\[1\]"):
         at.compile_many([tk.add(64), "add_kernel"], target=tk.TARGET)
@@ -299,47 +313,190 @@ def test_register_installs_and_removes_the_hooks() -> None:
     assert Autotuner._bench is own["bench"] and Autotuner.warmup is own["warmup"]
 
 
-def on_device(kernel: Any) -> Any:
-    """What Triton's ``create_binder`` leaves for device 0, made without a GPU (it asks
-    the driver for the target): the JIT then compiles through ``_do_compile`` as on one."""
-    from triton.compiler.compiler import make_backend
+class FakeGPU:
+    """A stand-in for Triton's CUDA driver (installed with Triton's own
+    ``driver.set_active``): Hopper as the current target, a binary "loads" and a kernel
+    "launches" by noting its constants, so the JIT's own ``run`` (its binder, its caches,
+    ``_do_compile``) and the autotuner run here as on a GPU, every compile real."""
 
-    backend = make_backend(tk.TARGET)
-    kernel.device_caches[0] = ({}, {}, tk.TARGET, backend, None)
-    kernel.compile, kernel.ASTSource = triton.compile, ASTSource
-    return backend
+    class Utils:
+        def get_device_properties(self, device: int) -> dict[str, int]:
+            return {"max_shared_mem": 232448}  # an H100's
+
+        def load_binary(self, name: str, kernel: bytes, shared: int, device: int) -> Any:
+            return (1, 1, 32, 0, 1024)  # module, function, registers, spills, threads
+
+    def __init__(self) -> None:
+        self.utils = self.Utils()
+        self.launched: list[dict[tuple[int, ...], Any]] = []
+        gpu = self
+
+        class Launcher:
+            def __init__(self, src: Any, metadata: Any) -> None:
+                self.src = src
+
+            def __call__(self, *args: Any) -> None:
+                gpu.launched.append(dict(self.src.constants))
+
+        self.launcher_cls = Launcher
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int) -> int:
+        return 0
+
+    def get_current_target(self) -> Any:
+        return tk.TARGET
 
 
-def jit_first_call(kernel: Any, backend: Any, block: int) -> Any:
-    """``JITFunction._do_compile`` as ``run`` calls it for ``add_kernel``'s first call."""
-    signature = dict(tk.ADD_SIGNATURE)
-    options = backend.parse_options({"debug": False, "instrumentation_mode": ""})
-    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
-    return kernel._do_compile(f"key-{block}", signature, 0, {(4,): block}, options, attrs, True)
+class Tensor:
+    """What the JIT reads of a tensor argument: a 16-byte aligned pointer and a dtype."""
+
+    def __init__(self, dtype: Any = tl.float32) -> None:
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return 1 << 20
 
 
-def test_a_jit_kernels_first_call_compiles_in_a_worker(tmp_path: Path, counts: Counts) -> None:
-    kernel = tk.add_kernel
-    backend = on_device(kernel)
-    try:
-        at.register(workers=2)
-        built = jit_first_call(kernel, backend, 64)
-        assert kernel.device_caches[0][0]["key-64"] is built  # in the JIT's own cache
-        assert counts.compiled == 1
-        reference = ASTSource(kernel, tk.ADD_SIGNATURE, {"BLOCK": 64}, built.src.attrs)
-        assert_same_kernel(built, own_build(reference, tmp_path / "own", debug=False))
-        # Many at once, as Triton's async compile mode submits them: all on the workers.
-        with at.parallel() as mode:
-            futures = [jit_first_call(kernel, backend, b) for b in (128, 256, 512)]
-            assert all(hasattr(f, "result") for f in futures)
-        assert mode is not None and counts.compiled == 4
-        at.unregister()  # the function keeps asynccomp's compile, which is Triton's now
-        jit_first_call(kernel, backend, 1024)
-        assert counts.compiled == 4
-    finally:
+JIT_KERNELS = (tk.add_kernel, tk.asserting_kernel)
+
+
+@pytest.fixture
+def gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGPU]:
+    from triton.runtime.driver import driver
+
+    fake = FakeGPU()
+    monkeypatch.setattr(driver, "_active", fake)
+    for kernel in JIT_KERNELS:  # the JIT's caches of the kernels: none from other tests
         kernel.device_caches.clear()
-        for name in ("compile", "ASTSource"):
-            kernel.__dict__.pop(name, None)
+    yield fake
+    for kernel in JIT_KERNELS:
+        kernel.device_caches.clear()
+
+
+def own_cache(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """Triton's cache folder from now on (a run that must compile everything)."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(folder))
+    for kernel in JIT_KERNELS:
+        kernel.device_caches.clear()
+
+
+ADD_ARGS = (Tensor(), Tensor(), Tensor(), 1000)
+
+
+def test_a_jit_kernels_first_call_compiles_in_a_worker(
+    tmp_path: Path, gpu: FakeGPU, counts: Counts
+) -> None:
+    at.register(workers=2)
+    kernel = tk.add_kernel[(4,)](*ADD_ARGS, BLOCK=256)
+    assert gpu.launched == [{(4,): 256}]
+    assert counts.compiled == 1 and counts.in_process == 0
+    assert list(tk.add_kernel.device_caches[0][0].values()) == [kernel]  # the JIT's cache
+    assert_same_kernel(kernel, own_build(kernel.src, tmp_path / "own", debug=False))
+    tk.add_kernel[(4,)](*ADD_ARGS, BLOCK=256)  # a second call: the JIT's cache
+    assert counts.compiled == 1 and len(gpu.launched) == 2
+
+
+def test_warmups_in_parallel_compile_on_the_workers(gpu: FakeGPU, counts: Counts) -> None:
+    at.register(workers=2)
+    blocks = (64, 128, 256, 512)
+    with at.parallel():  # Triton's AsyncCompileMode: each warmup returns at once
+        pending = [tk.add_kernel.warmup(*ADD_ARGS, BLOCK=b, grid=(1,)) for b in blocks]
+        assert all(hasattr(p, "result") for p in pending)
+    assert counts.compiled == 4 and len(tk.add_kernel.device_caches[0][0]) == 4
+    at.unregister()  # the kernels keep asynccomp's compile, which is Triton's now
+    tk.add_kernel.warmup(*ADD_ARGS, BLOCK=1024, grid=(1,))
+    assert counts.compiled == 4 and len(tk.add_kernel.device_caches[0][0]) == 5
+
+
+def real_autotune(
+    kernel: Any, gpu: FakeGPU, timings: dict[int, float], args: tuple[Any, ...]
+) -> Autotuner:
+    """``@triton.autotune`` over ``kernel``, configs BLOCK in ``timings``, whose
+    benchmark measures the (given) timing of the config launched."""
+
+    def do_bench(kernel_call: Any, quantiles: Any) -> list[float]:
+        kernel_call()
+        t = timings[next(iter(gpu.launched[-1].values()))]
+        return [t, t, t]
+
+    configs = [triton.Config({"BLOCK": b}, num_warps=4) for b in timings]
+    tuned: Autotuner = triton.autotune(configs, key=["n"], do_bench=do_bench)(kernel)
+    tuned[lambda meta: (triton.cdiv(1000, meta["BLOCK"]),)](*args)
+    return tuned
+
+
+def test_a_real_autotune_matches_tritons_own(
+    tmp_path: Path, gpu: FakeGPU, counts: Counts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real ``@triton.autotune`` (the JIT, its caches, every compile real; launches
+    stood in for): the same best config and timings as Triton's own, every config's
+    kernel Triton's own, all compiled on the workers."""
+    timings = {32: 3.0, 64: 1.0, 128: 1.0, 256: 2.0, 512: 4.0}
+    own_cache(monkeypatch, tmp_path / "own")
+    theirs = real_autotune(tk.add_kernel, gpu, timings, ADD_ARGS)
+    their_kernels = dict(tk.add_kernel.device_caches[0][0])
+    own_cache(monkeypatch, tmp_path / "ours")
+    at.register(workers=2)
+    ours = real_autotune(tk.add_kernel, gpu, timings, ADD_ARGS)
+    assert str(ours.best_config) == str(theirs.best_config) == str(triton.Config({"BLOCK": 64}))
+    assert list(ours.configs_timings.items()) == list(theirs.configs_timings.items())
+    assert counts.compiled == 5 and counts.in_process == 0
+    our_kernels = tk.add_kernel.device_caches[0][0]
+    assert our_kernels.keys() == their_kernels.keys()
+    for key, kernel in our_kernels.items():
+        assert_same_kernel(kernel, their_kernels[key])
+    assert gpu.launched[-1] == {(4,): 64}  # then the best config runs
+
+
+def test_a_real_autotune_drops_what_triton_drops(
+    tmp_path: Path, gpu: FakeGPU, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config failing ``tl.static_assert`` (CompileTimeAssertionFailure, which Triton's
+    ``_bench`` catches): an infinite timing, in Triton's own autotune and here."""
+    timings = {32: 2.0, 64: 1.0, 128: 0.5}  # 128 would win, but does not compile
+    args = (Tensor(tl.int32),)
+    own_cache(monkeypatch, tmp_path / "own")
+    theirs = real_autotune(tk.asserting_kernel, gpu, timings, args)
+    own_cache(monkeypatch, tmp_path / "ours")
+    at.register(workers=2)
+    ours = real_autotune(tk.asserting_kernel, gpu, timings, args)
+    assert ours.best_config.kwargs == theirs.best_config.kwargs == {"BLOCK": 64}
+    assert list(ours.configs_timings.values()) == list(theirs.configs_timings.values())
+    assert list(ours.configs_timings.values())[2] == [float("inf")] * 3
+
+
+def test_a_real_autotune_survives_an_abort_and_a_hang(
+    gpu: FakeGPU, counts: Counts, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Triton's C++ aborting on one config (in Triton's own process: the end of it) and
+    another's compile hanging: each costs its config only."""
+    at.register(workers=2, timeout=5.0)
+    timings = {tk.ABORT: 0.1, tk.HANG: 0.1, 64: 2.0, 128: 1.0}
+    with caplog.at_level(logging.WARNING, logger="asynccomp.triton"):
+        ours = real_autotune(tk.add_kernel, gpu, timings, ADD_ARGS)
+    assert ours.best_config.kwargs == {"BLOCK": 128}
+    dropped = [list(ours.configs_timings.values())[i] for i in (0, 1)]
+    assert dropped == [[float("inf")] * 3] * 2
+    assert counts.crashed == 1 and counts.timed_out == 1
+    assert sum("dropped" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_a_real_autotune_warmup_is_tritons(
+    tmp_path: Path, gpu: FakeGPU, counts: Counts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configs = [triton.Config({"BLOCK": b}) for b in (64, 128, 256)]
+    tuned = triton.autotune(configs, key=["n"])(tk.add_kernel)
+    own_cache(monkeypatch, tmp_path / "own")
+    theirs = tuned.warmup(*ADD_ARGS, grid=(1,))
+    own_cache(monkeypatch, tmp_path / "ours")
+    at.register(workers=2)
+    ours = tuned.warmup(*ADD_ARGS, grid=(1,))
+    assert counts.compiled == 3 and gpu.launched == []
+    for mine, own in zip(ours, theirs, strict=True):
+        assert_same_kernel(mine, own)
 
 
 def test_a_pipeline_hook_keeps_the_compile_here(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,7 @@ import warnings
 from typing import Any
 
 from ..errors import TaskFailed
-from ..workers import PoolStatistics, TaskHandle, TaskResult
+from ..workers import PoolStatistics, TaskHandle, TaskResult, WorkerPool
 from . import _pool
 from ._errors import TritonCompileCrashed, TritonCompileTimeout
 from ._transport import CannotTravel, pack
@@ -94,7 +94,7 @@ class TritonStatistics:
 
 _lock = threading.Lock()
 _counts = _Counts()
-_inflight: dict[str, TaskHandle] = {}
+_inflight: dict[str, tuple[TaskHandle, WorkerPool]] = {}  # Triton's hash -> its compile
 
 
 def _count(**changes: float) -> None:
@@ -121,6 +121,7 @@ class Job:
     hash: str = ""
     timeout: float | None = None
     handle: TaskHandle | None = None
+    pool: WorkerPool | None = None  # the pool it went to
     hit: bool = False  # Triton's cache here has it
     own: str | None = None  # why Triton compiles it here instead
 
@@ -175,15 +176,16 @@ def start(
     key = get_cache_key(source, backend, parsed, env_vars)
     job.hash = hashlib.sha256(key.encode("utf-8")).hexdigest()
     if not knobs.compilation.always_compile:
-        group = get_cache_manager(job.hash).get_group(f"{source.name[:150]}.json")
-        if group:
+        name = f"{source.name[:150]}.json"
+        group = get_cache_manager(job.hash).get_group(name)
+        if group and group.get(name):  # Triton's test of a hit
             job.hit = True
             return job
     with _lock:
         running = _inflight.get(job.hash)
-        if running is not None and not running.done():
+        if running is not None and not running[0].done():
             _counts.shared += 1
-            job.handle = running
+            job.handle, job.pool = running
             return job
     try:
         packed = pack((source.fn, source.signature, source.constants, source.attrs))
@@ -204,17 +206,19 @@ def start(
         environ=environment(),
         sys_path=list(sys.path),
     )
-    handle = _pool.pool().submit(build, request, timeout=timeout)
+    workers = _pool.pool()
+    handle = workers.submit(build, request, timeout=timeout)
     with _lock:
-        _inflight[job.hash] = handle
+        _inflight[job.hash] = (handle, workers)
 
     def forget(done: TaskHandle, key: str = job.hash) -> None:
         with _lock:
-            if _inflight.get(key) is done:
+            running = _inflight.get(key)
+            if running is not None and running[0] is done:
                 del _inflight[key]
 
     handle.add_done_callback(forget)
-    job.handle = handle
+    job.handle, job.pool = handle, workers
     return job
 
 
@@ -270,6 +274,14 @@ def finish(job: Job, task: TaskResult | None = None) -> Any:
             "in its asynccomp worker, which was killed (asynccomp.triton.register(timeout=...))",
             timeout=job.timeout or 0.0,
         )
+    if task.outcome == "crashed" and job.pool is not None and job.pool.closed:
+        why = (
+            "its workers were ended before it compiled (asynccomp.triton.close(), "
+            "unregister(), or another worker count asked for)"
+        )
+        _warn(job.source, why)
+        _count(in_process=1)
+        return own_compile(job)
     if task.outcome in ("crashed", "memory"):
         _count(crashed=1)
         raise TritonCompileCrashed(
