@@ -117,7 +117,7 @@ def pack(value: object) -> Packed:
     sources: dict[str, list[str]] = {}
     base: type = pickle.Pickler if cloudpickle is None else cloudpickle.Pickler
 
-    class Pickler(base):  # type: ignore[misc,valid-type]
+    class Pickler(base):  # type: ignore[misc]
         def reducer_override(self, obj: Any) -> Any:
             if isinstance(obj, JITCallable):
                 return self._jit(obj)

@@ -90,7 +90,7 @@ def _warm_kernel() -> Any:
     import triton
     import triton.language as tl
 
-    @triton.jit  # type: ignore[untyped-decorator]
+    @triton.jit
     def asynccomp_warm_up(x, n):  # type: ignore[no-untyped-def]  # Triton reads annotations
         i = tl.program_id(0)
         tl.store(x + i, tl.load(x + i) + 1.0, mask=i < n)

@@ -254,7 +254,7 @@ def compile_comparison(configs: int, size: int, workers: int | None, repeat: int
     errors = [c for c in reference["cubins"] if len(c) != 16]
 
     def best(mode: str, index: int) -> float:
-        return min(r["passes"][index]["seconds"] for r in runs if r["mode"] == mode)
+        return float(min(r["passes"][index]["seconds"] for r in runs if r["mode"] == mode))
 
     speedup = best("triton", 0) / best("asynccomp", 0)
     warm = best("triton", 1) / best("asynccomp", 1)
