@@ -171,11 +171,88 @@ def test_a_compile_whose_workers_are_closed_compiles_here(tmp_path: Path, counts
     assert counts.in_process == 1 and counts.crashed == 0
 
 
+TWO_PROCESSES = """
+import asynccomp.triton as at
+from tests.triton_kernels import TARGET, slow
+
+kernel = at.compile_many([slow(8)], target=TARGET, workers=1)[0]
+stats = at.statistics()
+print(type(kernel).__name__, stats.compiled, stats.cache_hits)
+"""
+
+
+def test_processes_compiling_the_same_kernel_at_once_compile_it_once(tmp_path: Path) -> None:
+    """Two processes (two ranks of a job) compiling the same kernel at the same time,
+    into one Triton cache: one compiles it, the other's worker waits and finds it."""
+    script = tmp_path / "rank.py"
+    script.write_text(TWO_PROCESSES)
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(script)],
+            cwd=Path(__file__).resolve().parents[1],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = []
+    for rank in ranks:
+        out, err = rank.communicate(timeout=300)
+        assert rank.returncode == 0, err
+        outputs.append(out.split())
+    assert sorted(outputs) == [["CompiledKernel", "0", "1"], ["CompiledKernel", "1", "0"]]
+
+
+NOWHERE = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy(x_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets))
+"""
+
+
+def test_a_kernel_the_workers_cannot_import_compiles_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counts: Counts
+) -> None:
+    """A module this process loaded from a file off the import path: the worker cannot
+    import it; Triton compiles its kernels here (after a warning), and asks no worker
+    again for them."""
+    import importlib.util
+
+    path = tmp_path / "nowhere_on_the_path.py"
+    path.write_text(NOWHERE)
+    spec = importlib.util.spec_from_file_location("nowhere_on_the_path", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "nowhere_on_the_path", module)
+    spec.loader.exec_module(module)
+    signature = {"x_ptr": "*fp32", "BLOCK": "constexpr"}
+    with pytest.warns(at.TritonFallbackWarning, match="did not load in the worker"):
+        first = at.compile_many([(module.copy, signature, {"BLOCK": 64})], target=tk.TARGET)
+    asked = counts.worker_seconds
+    assert asked > 0 and counts.in_process == 1
+    with pytest.warns(at.TritonFallbackWarning, match="did not load in the worker"):
+        second = at.compile_many([(module.copy, signature, {"BLOCK": 128})], target=tk.TARGET)
+    assert counts.worker_seconds == asked and counts.in_process == 2  # no worker asked
+    own = own_build(ASTSource(module.copy, signature, {"BLOCK": 64}), tmp_path / "own")
+    assert_same_kernel(first[0], own)
+    assert type(second[0]).__name__ == "CompiledKernel"
+
+
 def test_compile_many_refuses_what_it_cannot_read() -> None:
     with pytest.raises(InvalidJob, match=r"sources\[1\]"):
         at.compile_many([tk.add(64), "add_kernel"], target=tk.TARGET)
     with pytest.raises(InvalidJob, match="2 option sets for 1 sources"):
         at.compile_many([tk.add(64)], target=tk.TARGET, options=[{}, {}])
+    with pytest.raises(InvalidJob, match=r"expected a triton\.backends\.compiler\.GPUTarget"):
+        at.compile_many([tk.add(64)], target="sm_90")
+    with pytest.raises(InvalidJob, match=r"no GPU here.*GPUTarget\('cuda', 90, 32\)"):
+        at.compile_many([tk.add(64)])  # no target, and no GPU to ask
 
 
 def test_triton_refusing_the_options_is_that_slots_exception() -> None:

@@ -37,6 +37,23 @@ def checked(block: Any) -> Any:
     return block
 
 
+@triton.constexpr_function  # type: ignore[untyped-decorator]
+def slowly(seconds: Any) -> Any:
+    """Makes a compile take ``seconds`` more."""
+    getattr(time, "sleep")(seconds)  # noqa: B009
+    return seconds
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def slow_kernel(x_ptr, DELAY: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.arange(0, 16)
+    tl.store(x_ptr + offsets, tl.zeros((16,), tl.float32) + slowly(DELAY))
+
+
+def slow(seconds: int) -> ASTSource:
+    return ASTSource(slow_kernel, {"x_ptr": "*fp32", "DELAY": "constexpr"}, {"DELAY": seconds})
+
+
 @triton.jit  # type: ignore[untyped-decorator]
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
     offsets = tl.program_id(0) * checked(BLOCK) + tl.arange(0, BLOCK)

@@ -195,7 +195,7 @@ class _Round:
         self.asked += 1
         try:
             while i not in self.outcomes:
-                self._bench_next()
+                self._bench_next(i)
         except BaseException:
             self.close()
             raise
@@ -206,9 +206,15 @@ class _Round:
             raise value
         return value
 
-    def _bench_next(self) -> None:
-        while not (todo := [j for j in self.ready if j <= self.stop_at]):
-            futures = [f for f, idx in self.waiting.items() if min(idx) <= self.stop_at]
+    def _bench_next(self, wanted: int) -> None:
+        """Benchmark the next config ready (``wanted``, the one run asks for, among
+        them); none past the first that raised, whose exception run will raise."""
+
+        def useful(j: int) -> bool:
+            return j <= self.stop_at or j == wanted
+
+        while not (todo := [j for j in self.ready if useful(j)]):
+            futures = [f for f, idx in self.waiting.items() if any(map(useful, idx))]
             done, _ = concurrent.futures.wait(
                 futures, return_when=concurrent.futures.FIRST_COMPLETED
             )

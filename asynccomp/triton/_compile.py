@@ -81,8 +81,8 @@ class _Counts:
 class TritonStatistics:
     """What :mod:`asynccomp.triton` has done in this process (:func:`statistics`)."""
 
-    compiled: int  # kernels built in workers (Triton's cache in a worker counts too)
-    cache_hits: int  # answered here by Triton's cache: no worker asked
+    compiled: int  # kernels built in workers
+    cache_hits: int  # answered by Triton's cache (here, or in a worker: built meanwhile)
     errors: int  # compiles that raised Triton's own exception (a compile error, ptxas...)
     crashed: int  # workers that died compiling (TritonCompileCrashed)
     timed_out: int  # compiles past their timeout (TritonCompileTimeout)
@@ -95,6 +95,9 @@ class TritonStatistics:
 _lock = threading.Lock()
 _counts = _Counts()
 _inflight: dict[str, tuple[TaskHandle, WorkerPool]] = {}  # Triton's hash -> its compile
+#: Triton functions (by cache key) a worker could not load: they compile here from then
+#: on (an autotune's configs would otherwise each go to a worker and come back).
+_stay_here: dict[str, str] = {}
 
 
 def _count(**changes: float) -> None:
@@ -187,6 +190,11 @@ def start(
             _counts.shared += 1
             job.handle, job.pool = running
             return job
+    with _lock:
+        why = _stay_here.get(source.fn.cache_key)
+    if why is not None:
+        job.own = why
+        return job
     try:
         packed = pack((source.fn, source.signature, source.constants, source.attrs))
     except CannotTravel as exc:
@@ -255,10 +263,14 @@ def finish(job: Job, task: TaskResult | None = None) -> Any:
         built: Built = task.value
         if built.hash != job.hash:  # cannot be: the worker checked the key
             raise TaskFailed(f"the worker built {built.hash}, not {job.hash}")
-        _count(compiled=1)
+        # Triton's cache in the worker had it: another process built it meanwhile.
+        _count(**{"cache_hits" if built.cache_hit else "compiled": 1})
         return _kernel(job, built)
     if task.outcome == "error":
         error = task.value
+        if isinstance(error, CannotTravel):
+            with _lock:
+                _stay_here[job.source.fn.cache_key] = str(error)
         if isinstance(error, KeyMismatch | CannotTravel | TaskFailed):
             # The worker cannot build this kernel (or its exception cannot travel):
             # Triton, here, builds it or raises its own exception.

@@ -32,6 +32,26 @@ def _source(item: Any, index: int) -> Any:
     )
 
 
+def _target(target: Any) -> Any:
+    """The target, or this process's GPU's, as ``triton.compile`` asks the driver."""
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+
+    if target is None:
+        try:
+            return driver.active.get_current_target()
+        except RuntimeError as exc:
+            raise InvalidJob(
+                "target",
+                target,
+                f"no GPU here to take it from ({exc}): name one, e.g. "
+                "triton.backends.compiler.GPUTarget('cuda', 90, 32) for an H100/H200",
+            ) from exc
+    if not isinstance(target, GPUTarget):
+        raise InvalidJob("target", target, "expected a triton.backends.compiler.GPUTarget")
+    return target
+
+
 def _options(options: Any, count: int) -> list[dict[str, Any] | None]:
     if options is None or isinstance(options, Mapping):
         return [dict(options) if options is not None else None] * count
@@ -108,8 +128,12 @@ def compile_many(
             record(i, value)
         return results
 
+    target = _target(target)
     if workers is not None:
         _pool.set_size(workers)
+    # The workers start now, while this thread computes Triton's cache keys (the first
+    # one hashes Triton's own library: half a second).
+    _pool.pool()
     limit = _compile.timeout() if timeout is _UNSET else timeout
     jobs: list[_compile.Job | None] = []
     for i, (source, opts) in enumerate(zip(items, per_source, strict=True)):

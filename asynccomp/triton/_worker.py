@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import logging
 import os
 import shutil
@@ -147,6 +148,31 @@ def _listening() -> Iterator[dict[str, Any]]:
         knobs.compilation.listener = None
 
 
+@contextlib.contextmanager
+def _alone(manager: Any) -> Iterator[None]:
+    """Hold the kernel's lock in Triton's cache folder (``FileCacheManager.lock_path``,
+    which Triton 3.6 names but does not use) while compiling it: another process's
+    worker compiling the same kernel at the same time (each rank of a job autotuning the
+    same kernels) waits, then finds it in Triton's cache, instead of compiling it again.
+    A cache without a folder of its own (a custom or remote manager), or one that cannot
+    be locked, is not locked."""
+    path = getattr(manager, "lock_path", None)
+    if not path:
+        yield
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def build(request: Request) -> Built:
     """A task: compile ``request`` with ``triton.compile``; :class:`Built`, or what
     Triton raised (a ``CompilationError``, a ``PTXASError``...), or :class:`KeyMismatch`,
@@ -161,7 +187,7 @@ def build(request: Request) -> Built:
     import triton
     from triton.compiler import ASTSource
     from triton.compiler.compiler import make_backend
-    from triton.runtime.cache import get_cache_key
+    from triton.runtime.cache import get_cache_key, get_cache_manager
 
     try:
         fn, signature, constants, attrs = unpack(request.source)
@@ -178,13 +204,14 @@ def build(request: Request) -> Built:
     key = get_cache_key(source, backend, options, env_vars=request.env_vars)
     if key != request.key:
         raise KeyMismatch(_difference(request.key, source, backend, options))
-    with _listening() as heard:
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+    with _alone(get_cache_manager(digest)), _listening() as heard:
         kernel = triton.compile(
             source, target=request.target, options=request.options, _env_vars=request.env_vars
         )
     files = {name: Path(path).read_bytes() for name, path in kernel.metadata_group.items()}
     return Built(
-        hash=hashlib.sha256(key.encode("utf-8")).hexdigest(),
+        hash=digest,
         files=files,
         metadata=dict(heard.get("metadata") or kernel.metadata._asdict()),
         times=heard.get("times"),
