@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import sys
 import threading
 import warnings
 from typing import Any
@@ -203,8 +204,6 @@ def start(
     except Exception as exc:  # a constexpr, a global that does not pickle
         job.own = f"the kernel's arguments do not pickle ({type(exc).__name__}: {exc})"
         return job
-    import sys
-
     request = Request(
         source=packed,
         target=target,
@@ -215,8 +214,13 @@ def start(
         sys_path=list(sys.path),
     )
     workers = _pool.pool()
-    handle = workers.submit(build, request, timeout=timeout)
-    with _lock:
+    with _lock:  # checked again: another thread may have sent it meanwhile
+        running = _inflight.get(job.hash)
+        if running is not None and not running[0].done():
+            _counts.shared += 1
+            job.handle, job.pool = running
+            return job
+        handle = workers.submit(build, request, timeout=timeout)
         _inflight[job.hash] = (handle, workers)
 
     def forget(done: TaskHandle, key: str = job.hash) -> None:
