@@ -85,6 +85,8 @@ def skip_reason(code: str) -> str | None:
         return "needs Ray (pip install '.[ray]' in the checkout)"
     if "import tilelang" in code and not _importable("tilelang"):
         return "needs TileLang (pip install '.[tilelang]'; CI runs it in a venv of its own)"
+    if re.search(r"^\s*(from triton\b|import triton\b)", code, re.M) and not _importable("triton"):
+        return "needs Triton (pip install '.[triton]'; CI runs it in a venv of its own)"
     return None
 
 

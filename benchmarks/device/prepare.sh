@@ -3,6 +3,7 @@
 # into the git-ignored .device/ folder that its commands carry:
 #   .device/wheels/   apache-tvm-ffi, platformdirs, pytest-asyncio, pytest-xdist, trio and what it
 #                     needs (asynccomp and its tests: the suite runs on asyncio and trio),
+#                     cloudpickle (asynccomp.triton's tests of kernels sent by value),
 #                     jsonschema and what it needs (Ray 2.60 imports it; the image lacks it)
 #   .device/ray/      Ray's wheel in two halves, part00 and part01 (79 MB: over one
 #                     command's 64 MiB carry; see run_tests.sh and run_ray.sh)
@@ -21,7 +22,7 @@ download() {
 }
 mkdir -p .device/wheels .device/ray
 download .device/wheels 'apache-tvm-ffi==0.1.14.post0' platformdirs pytest-asyncio pytest-xdist execnet \
-  jsonschema jsonschema-specifications referencing rpds-py \
+  cloudpickle jsonschema jsonschema-specifications referencing rpds-py \
   trio outcome sniffio sortedcontainers attrs idna
 if [ ! -f .device/ray/part01 ]; then
   tmp="$(mktemp -d)"
