@@ -46,7 +46,7 @@ small matmul, more for big tiles), one at a time: threads gain nothing, and
   ``PTXASError``...), raised where Triton raises it; :class:`TritonCompileCrashed` (a
   worker died) and :class:`TritonCompileTimeout` are ``RuntimeError``\\ s and asynccomp
   ``CompileError``\\ s. :func:`statistics` counts what happened.
-- **Versions**: Triton 3.6 (tested with 3.6.0: ``pip install 'asynccomp[triton]'``).
+- **Versions**: Triton 3.6 (tested with 3.6.0: ``pip install '.[triton]'`` in a checkout).
   Another Triton is left alone: :func:`register` warns
   (:class:`TritonVersionWarning`) and replaces nothing, :func:`compile_many` warns and
   compiles in this process.

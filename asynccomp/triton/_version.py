@@ -18,7 +18,7 @@ __all__ = ("SUPPORTED", "TESTED", "TritonFallbackWarning", "TritonVersionWarning
 
 #: Triton releases (major.minor) asynccomp.triton runs on.
 SUPPORTED = ("3.6",)
-#: The exact versions its tests ran against (``pip install 'asynccomp[triton]'``).
+#: The exact versions its tests ran against (``pip install '.[triton]'`` in a checkout).
 TESTED = ("3.6.0",)
 
 
