@@ -65,8 +65,16 @@ def _result(task: TaskResult, timeout_sec: float) -> Any:
 
 
 def asynccomp_register() -> None:
-    """A worker's initializer: asynccomp's compile callback, in place of TVM's."""
+    """The workers' initializer: asynccomp's compile callback in place of TVM's, compiling
+    in each worker (one candidate's compile at a time, NVRTC in a thread, the disk cache
+    shared), as TVM's own compiles in each of its workers; the toolkit found and NVRTC
+    loaded once, where the workers are forked from."""
+    from ..toolkit import find_toolkit
+    from ._runtime import compile_here
+
     register()
+    compile_here(1)
+    find_toolkit()  # runs nvcc --version, loads NVRTC: inherited by every worker
 
 
 def _bytes(mib: float | None) -> int | None:

@@ -20,10 +20,37 @@ A task that can stop early watches :func:`cancel_event`.
 
 from __future__ import annotations
 
-from ._child import cancel_event
-from ._core import describe_exit
-from ._pool import TaskHandle, WorkerPool
-from ._settings import Outcome, PoolSettings, PoolStatistics, TaskResult
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._child import cancel_event
+    from ._model import describe_exit
+    from ._pool import TaskHandle, WorkerPool
+    from ._settings import Outcome, PoolSettings, PoolStatistics, TaskResult
+
+# Imported when first used: a worker process (``python -m asynccomp.workers._child``)
+# imports only what serves tasks, not the pool's side.
+_LAZY = {
+    "cancel_event": "._child",
+    "describe_exit": "._model",
+    "TaskHandle": "._pool",
+    "WorkerPool": "._pool",
+    "Outcome": "._settings",
+    "PoolSettings": "._settings",
+    "PoolStatistics": "._settings",
+    "TaskResult": "._settings",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once
+    return value
+
 
 __all__ = (
     "Outcome",
