@@ -162,9 +162,12 @@ class Core(Starts):
         if self.closed:
             return
         release = self.settings.idle_release
-        idle = not self.queue and all(
-            w.state is not WorkerState.BUSY for w in self.workers.values()
-        )
+        # Idle: nothing queued, running, starting or awaited (the idle clock starts
+        # again as the last start ends: a template importing TVM may take longer than
+        # the release's delay).
+        idle = not self.queue and not self.ready_waiters
+        idle = idle and all(w.state is WorkerState.IDLE for w in self.workers.values())
+        idle = idle and (self.template is None or self.template.ready)
         if release is not None and idle and time.monotonic() - self.last_use >= release:
             if self.workers or self.template is not None:
                 for worker in list(self.workers.values()):
@@ -269,6 +272,7 @@ class Core(Starts):
         if kind == _frames.READY:
             worker.pid = _frames.read_number(payload)
             worker.state, worker.deadline = WorkerState.IDLE, math.inf
+            self.last_use = time.monotonic()  # idle from now, not from its start
             self.failed_starts = 0
             self.changed = True
         elif kind == _frames.INIT_ERROR:

@@ -56,6 +56,7 @@ class Starts:
     counts: collections.Counter[str]
     failed_starts: int
     wanted: int
+    last_use: float
     requests: itertools.count[int]
     ready_waiters: list[Future[None]]
     exits: dict[int, int]
@@ -138,6 +139,7 @@ class Starts:
         message = pickle.loads(data)
         if message[0] == "ready":
             template.ready = True
+            self.last_use = time.monotonic()
             self.failed_starts = 0
             if not message[2]:  # threads after the initializers: no fork is safe
                 self.fork = False
