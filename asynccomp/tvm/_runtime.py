@@ -50,7 +50,6 @@ from ..sync import SyncEngine
 __all__ = (
     "FAST_PATH_ENV",
     "SERVER_ENV",
-    "compile_here",
     "compile_job",
     "engine",
     "fast_path_from_environment",
@@ -94,19 +93,7 @@ class _Runtime:
         self.lock = threading.Lock()
         self.engine: SyncEngine | None = None
         self.where = "not started"
-        #: Compile in this process, this many at once, whatever the environment says
-        #: (:func:`compile_here`); ``None``: as the environment says.
-        self.here: int | None = None
 
-
-def compile_here(workers: int = 1) -> None:
-    """Make this process's facade compile in this process, ``workers`` compiles at once
-    in threads (the cache, the fast path and the dump folder as ever), never on the
-    compile server: what a MetaSchedule builder worker does (:func:`asynccomp.tvm.Builder`),
-    one candidate at a time, as TVM's own callback compiles in each of its workers (no
-    process of the server's competing for the cores the builder's workers use)."""
-    with _runtime.lock:
-        _runtime.here = workers
 
 
 _runtime = _Runtime()
@@ -123,10 +110,6 @@ def engine() -> SyncEngine:
     with runtime.lock:
         if runtime.engine is None:
             # Jobs carry the fast path and dump root; the engine's own defaults stay.
-            if runtime.here is not None:
-                runtime.engine = _start_here(runtime.here)
-                runtime.where = runtime.engine.where
-                return runtime.engine
             server = server_from_environment()
             runtime.engine = _start(server)
             runtime.where = _where(runtime.engine, server)
@@ -179,17 +162,6 @@ def _start(server: str | None) -> SyncEngine:
         workers = None
     in_process = InProcess(
         WorkerSettings(nvrtc_workers=workers), CacheSettings(remote_cache=remote or False)
-    )
-    started = SyncEngine(mode=in_process)
-    started.start()
-    return started
-
-
-def _start_here(workers: int) -> SyncEngine:
-    remote = remote_cache_from_environment(strict=False)
-    in_process = InProcess(
-        WorkerSettings(nvrtc_workers=workers, nvrtc_mode="threads"),
-        CacheSettings(remote_cache=remote or False),
     )
     started = SyncEngine(mode=in_process)
     started.start()
