@@ -446,6 +446,7 @@ CORPUS_SCRIPTS = (
     "cache.sweep",
     "cache.tiers",
     "compile.cold_batch",
+    "compile.first_batch",
     "compile.nvrtc_scaling",
     "compile.ptx_backends",
     "compile.ray_executor",

@@ -77,7 +77,7 @@ async def test_cancelled_prefetch_leaves_nothing_behind_and_recompiles_on_demand
     async with Engine(arch=ARCH, cache_dir=False, nvrtc_workers=1) as engine:
         engine.prefetch([slow, quick])  # one worker: "quick" waits behind "slow"
         with anyio.fail_after(120):  # the worker may still be starting on a loaded machine
-            while engine.statistics().running == 0:  # noqa: ASYNC110 - no event to wait on
+            while [job.name for job, _ in engine.running()] != ["slow"]:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
         engine.cancel_prefetched()
         result = await engine.compile(quick)  # not cached: compiled now

@@ -106,7 +106,8 @@ async def test_a_dump_holds_the_ptx_the_options_and_the_log(tmp_path: Path) -> N
     folder = Path(result.dump_dir)
     assert (folder / "dumped.ptx").read_text() == ptx_kernel(6.0)
     assert "-lineinfo" in (folder / "command.txt").read_text()
-    assert "ptxas info" in (folder / "compile.log").read_text()
+    # ptxas's report, as nvJitLink words it ("ptxas info    :" in 13.5, "info    :" in 13.0).
+    assert "registers" in (folder / "compile.log").read_text()
 
 
 async def test_a_timeout_kills_its_worker_and_the_slot_comes_back() -> None:

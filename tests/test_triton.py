@@ -244,6 +244,12 @@ def test_a_kernel_the_workers_cannot_import_compiles_here(
     assert type(second[0]).__name__ == "CompiledKernel"
 
 
+def _has_gpu() -> bool:
+    from asynccomp.gpu import local_gpu_arch
+
+    return local_gpu_arch() is not None
+
+
 def test_compile_many_refuses_what_it_cannot_read() -> None:
     with pytest.raises(InvalidJob, match=r"sources\[1\]"):
         at.compile_many([tk.add(64), "add_kernel"], target=tk.TARGET)
@@ -251,8 +257,9 @@ def test_compile_many_refuses_what_it_cannot_read() -> None:
         at.compile_many([tk.add(64)], target=tk.TARGET, options=[{}, {}])
     with pytest.raises(InvalidJob, match=r"expected a triton\.backends\.compiler\.GPUTarget"):
         at.compile_many([tk.add(64)], target="sm_90")
-    with pytest.raises(InvalidJob, match=r"no GPU here.*GPUTarget\('cuda', 90, 32\)"):
-        at.compile_many([tk.add(64)])  # no target, and no GPU to ask
+    if not _has_gpu():
+        with pytest.raises(InvalidJob, match=r"no GPU here.*GPUTarget\('cuda', 90, 32\)"):
+            at.compile_many([tk.add(64)])  # no target, and no GPU to ask
 
 
 def test_triton_refusing_the_options_is_that_slots_exception() -> None:

@@ -4,6 +4,7 @@ compile server, a Ray cluster), or for a job that could not be run at all."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Mapping
@@ -81,11 +82,21 @@ def renamed_log(log: str, old: str, new: str) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def resources_of(log: str) -> Mapping[str, KernelResources]:
-    """The ptxas report in ``log``, per kernel. Cached: a cache hit hands back the log
-    object its entry holds, whose hash Python keeps, so the report of a hot entry is
-    parsed once, not on every hit (it was half a hit's cost)."""
-    return MappingProxyType(parse_resource_report(log)) if log else MappingProxyType({})
+def resources_of(log: str, arch: str | None = None) -> Mapping[str, KernelResources]:
+    """The ptxas report in ``log``, per kernel; a report that names no architecture
+    (nvJitLink 13.0's ``info    : Function properties for 'k':`` form) is for ``arch``,
+    the one the job was compiled for. Cached: a cache hit hands back the log object its
+    entry holds, whose hash Python keeps, so the report of a hot entry is parsed once,
+    not on every hit (it was half a hit's cost)."""
+    if not log:
+        return MappingProxyType({})
+    report = parse_resource_report(log)
+    if arch is not None:
+        report = {
+            name: r if r.arch is not None else dataclasses.replace(r, arch=arch)
+            for name, r in report.items()
+        }
+    return MappingProxyType(report)
 
 
 def from_outcome(
@@ -120,7 +131,7 @@ def from_outcome(
         elapsed=outcome.elapsed,
         queued=queued,
         command=prepared.options,
-        resources=resources_of(log),
+        resources=resources_of(log, prepared.arch),
         cached=outcome.answer == "cache",
         warnings=out.warnings,
         shared=outcome.answer == "shared",

@@ -285,6 +285,10 @@ class Scheduler(Runner):
     async def _compile(self, item: _Item) -> None:
         done: tuple[Outcome, BackendOutput, int] | None = None
         try:
+            # A call cancelled between its item's start and this task's first turn (a
+            # slot freed by its own cancelled compile: cancel_prefetched) starts nothing:
+            # it is neither counted compiled nor run.
+            await anyio.lowlevel.checkpoint_if_cancelled()
             done = await self._compile_one(item)
         except Exception as exc:  # a bug or an OS error of ours: this request's outcome only
             logger.exception("asynccomp: %r failed inside asynccomp", item.prepared.filename)

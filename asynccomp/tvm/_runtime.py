@@ -95,7 +95,6 @@ class _Runtime:
         self.where = "not started"
 
 
-
 _runtime = _Runtime()
 # What a forked child inherited from its parent: never used, never finalized.
 _inherited: list[_Runtime] = []

@@ -128,9 +128,9 @@ def projection(
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
+    jobs = corpus_jobs(args.corpus, args.arch)  # a missing corpus says so first
     import ray
 
-    jobs = corpus_jobs(args.corpus, args.arch)
     cores = os.cpu_count() or 1
     started = time.perf_counter()
     if args.address is None:

@@ -24,6 +24,9 @@ if [ ! -f .device/tvmlib/part2 ]; then
   mv /tmp/tvmlib-part01 .device/tvmlib/part2
   rm /tmp/libtvm_compiler.so.xz
 fi
-mkdir -p .device/corpus
-[ -n "$(ls -A .device/corpus)" ] || cp "${CORPUS:-../shared/corpus}"/*.cu .device/corpus/ 2>/dev/null || true
-du -sh .device/tvm .device/tvmlib/* .device/corpus
+# The corpus the GPU machine's benchmarks read: CORPUS=<folder of .cu files>, made with
+# python -m benchmarks.corpus.make_corpus --out <folder> (TVM's venv).
+if [ -n "${CORPUS:-}" ]; then
+  mkdir -p .device/corpus && cp "$CORPUS"/*.cu .device/corpus/
+fi
+du -sh .device/tvm .device/tvmlib/*
