@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from asynccomp.cli import main as cli_main
 from asynccomp.cli._compile import compiler_options, unique_names
 
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
@@ -432,6 +433,21 @@ def test_no_traceback_into_a_closed_pipe(tmp_path: Path) -> None:
         errors = proc.stderr.read().decode()
         proc.wait(timeout=60)
     assert "Traceback" not in errors and "BrokenPipe" not in errors
+
+
+def test_a_broken_pipe_of_our_own_is_not_taken_for_a_closed_stdout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pipe to a worker or a server that breaks mid-command is a failure with a
+    traceback, not the silent exit 1 of ``| head`` (which once hid why CI failed)."""
+    from asynccomp.cli import _doctor
+
+    def broken(args: object) -> int:
+        raise BrokenPipeError(32, "a worker's pipe")
+
+    monkeypatch.setattr(_doctor, "run", broken)
+    with pytest.raises(BrokenPipeError, match="a worker's pipe"):
+        cli_main(["doctor"])
 
 
 def test_a_missing_nvcc_is_said_once(tmp_path: Path) -> None:

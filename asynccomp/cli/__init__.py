@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from .._perms import UMASK_ENV
 from .._version import __version__
@@ -50,6 +52,17 @@ def _options_of(parser: argparse.ArgumentParser, command: str | None) -> list[st
     return [o for o in chosen._option_string_actions if o.startswith("--")]
 
 
+def _reader_gone(stream: TextIO) -> bool:
+    """Whether ``stream`` is a pipe whose reader has closed it (poll says ``POLLERR``)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(event & select.POLLERR for _, event in poller.poll(0))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command_line = ["asynccomp", *argv]
@@ -85,6 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("asynccomp: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        if not _reader_gone(sys.stdout):
+            # A pipe of our own broke (a worker process's, a server's socket): a real
+            # failure, not ``| head``; it must not end silently.
+            raise
         # The reader went away (| head): no traceback. Python would report the failed
         # flush at exit too, so stdout is pointed at /dev/null first.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
