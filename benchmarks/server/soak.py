@@ -61,130 +61,43 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import psutil
 
-from asynccomp import AsyncCompError, CompileJob, CompileResult, Engine
+from asynccomp import AsyncCompError, Engine
 from asynccomp import server as compile_server
 from asynccomp._os import python_path, rss, running
 from asynccomp.server import ServerPaths, server_paths, start_server
 
-ARCH = "sm_90a"
+from . import soak_client
+from .soak_mix import (
+    ARCH,
+    EXPECTED,
+    REFUSED_SAYS,
+    WEDGE_SAYS,
+    Mix,
+    Spec,
+    fork_spec,
+    header_text,
+    job_spec,
+    text_hash,
+)
+
 MARKER = "ASYNCCOMP_SOAK_RUN"  # in the environment of everything the soak starts
 #: The chaos kinds, in the order they take turns (the server's kill well after Redis's
 #: restart: its successor's remote tier finds Redis up, with what it held).
-CHAOS = ("server", "nvrtc_worker", "nvcc", "redis", "client_stop", "client_kill")
-#: What chaos may cause any job (InternalError only when it says "killed by": a killed nvcc).
-CHAOS_ERRORS = ("ServerLost", "WorkerCrashed", "ServerError")
+CHAOS = (
+    "server", "nvrtc_worker", "nvcc", "redis", "client_stop", "client_kill", "header", "fork",
+)  # fmt: skip
+#: What chaos may cause any job that reached the server, and the kind that causes it
+#: (InternalError only when it says "killed by": a killed nvcc). With that kind left
+#: out of --chaos, the error is a wrong outcome.
+CHAOS_ERRORS = {"ServerLost": "server", "ServerError": "server", "WorkerCrashed": "nvrtc_worker"}
 NVCC_TOOLS = ("nvcc", "cicc", "ptxas", "cc1plus", "fatbinary", "cudafe++")
-EXPECTED = {"hit": "ok", "miss": "ok", "fail": "CompileError", "timeout": "CompileTimeout"}
-
-SCALE = (
-    'extern "C" __global__ void scale(float* x, int n) {\n'
-    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  if (i < n) x[i] = x[i] * F + 1.0f;\n"
-    "}\n"
-)
-
-
-def _broken(variant: int) -> str:
-    return (
-        'extern "C" __global__ void broken(float* x) {\n'
-        f"  x[threadIdx.x] = undefined_identifier_{variant};\n}}\n"
-    )
-
-
-def _slow(statements: int) -> str:
-    body = "".join(
-        f"  a = a * {1.0 + i * 1e-6:.7f}f + __sinf(a + {i}.0f);\n" for i in range(statements)
-    )
-    return 'extern "C" __global__ void slow(float* x) {\n  float a = x[threadIdx.x];\n' + (
-        body + "  x[threadIdx.x] = a;\n}\n"
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class Mix:
-    """Shares of the job kinds (the rest are hits on ``hot`` variants), and of nvcc."""
-
-    seed: int = 1
-    hot: int = 16
-    miss: float = 0.02
-    fail: float = 0.01
-    timeout: float = 0.002
-    nvcc: float = 0.1
-    slow_timeout: float = 0.5
-    slow_statements: int = 20000
-
-
-def job_kind(i: int, mix: Mix) -> tuple[str, CompileJob]:
-    """Job ``i`` of the mix, and its kind: the same on every process, every run."""
-    rng = random.Random(mix.seed * 1_000_003 + i)
-    backend: Literal["nvrtc", "nvcc"] = "nvcc" if rng.random() < mix.nvcc else "nvrtc"
-    draw = rng.random()
-    timeout: float | None = None
-    source, options = SCALE, ""
-    if draw < mix.timeout:
-        kind, source, timeout = "timeout", _slow(mix.slow_statements), mix.slow_timeout
-    elif draw < mix.timeout + mix.fail:
-        kind, source = "fail", _broken(rng.randrange(3))
-    elif draw < mix.timeout + mix.fail + mix.miss:
-        kind, options = "miss", f"-DF={i}.25f"
-    else:
-        kind, options = "hit", f"-DF={rng.randrange(mix.hot) + 1}.0f"
-    job = CompileJob(
-        source,
-        name=f"j{i}",
-        backend=backend,
-        arch=ARCH,
-        options=(options,) if options else (),
-        timeout=timeout,
-    )
-    return kind, job
-
-
-def _reference_key(job: CompileJob) -> str:
-    text = json.dumps([job.backend, job.source, list(job.options)])
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-# -- the client process ----------------------------------------------------------------
-
-
-def _record(result: CompileResult) -> dict[str, Any]:
-    i = int(result.job.name[1:])
-    if result.ok:
-        binary = result.binary or b""
-        return {"id": i, "sha": hashlib.sha256(binary).hexdigest(), "cached": result.cached}
-    error = result.error
-    return {"id": i, "error": type(error).__name__, "msg": str(error)[:300]}
-
-
-async def _client(ids: list[int], mix: Mix, out: Path, batch: int) -> None:
-    fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-
-    def write(record: dict[str, Any]) -> None:  # one write per line: a kill cuts no line
-        os.write(fd, (json.dumps(record) + "\n").encode())
-
-    async with Engine(arch=ARCH, server="auto") as engine:
-        for start in range(0, len(ids), batch):
-            left = ids[start : start + batch]
-            jobs = [job_kind(i, mix)[1] for i in left]
-            pending = set(left)
-            try:
-                async with engine.as_completed(jobs) as results:
-                    async for result in results:
-                        record = _record(result)
-                        pending.discard(record["id"])
-                        write(record)
-            except Exception as exc:  # the whole call failed: its jobs say so
-                typed = isinstance(exc, AsyncCompError)
-                name = type(exc).__name__ if typed else f"untyped:{type(exc).__name__}"
-                for i in sorted(pending):
-                    write({"id": i, "error": name, "msg": str(exc)[:300], "call": True})
-    os.close(fd)
+#: Worker and template processes of asynccomp.workers (acw-<pool>, acz-<pool>).
+WORKER_PREFIXES = ("acw-", "acz-")
 
 
 # -- the driver: redis, server, clients, chaos ------------------------------------------
@@ -246,6 +159,7 @@ class Client:
     ids: list[int]
     out: Path
     killed: bool = False
+    assigned: frozenset[int] = frozenset()
 
 
 def _ours(marker: str) -> list[psutil.Process]:
@@ -295,13 +209,32 @@ def memory_trend(samples: list[tuple[float, int]], warmup: float = 0.3) -> dict[
 class Soak:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.mix = Mix(seed=args.seed, miss=args.miss, fail=args.fail, timeout=args.timeout)
+        self.t0 = time.monotonic()
         self.marker = secrets.token_hex(6)
         # Short: the server's socket path must fit in 107 bytes.
         self.root = Path(tempfile.mkdtemp(prefix="acsoak-", dir="/tmp"))
         self.tmp = self.root / "tmp"
-        for folder in (self.tmp, self.root / "redis", self.root / "out"):
+        for folder in (self.tmp, self.root / "redis", self.root / "out", self.root / "hdr"):
             folder.mkdir(mode=0o700)
+        # The header ``header`` jobs pre-include, rewritten by the chaos; the options
+        # file ``refused`` jobs name (never read: refused as the job is built).
+        self.header = self.root / "hdr" / "value.h"
+        self.header_versions: list[tuple[str, int, float]] = []  # (hash, VALUE, when)
+        self.write_header(1000)
+        options_file = self.root / "hdr" / "ptxas.opts"
+        options_file.write_text("-O3\n")
+        self.mix = Mix(
+            seed=args.seed,
+            miss=args.miss,
+            fail=args.fail,
+            timeout=args.timeout,
+            ptx=args.ptx,
+            wedge=args.wedge,
+            header=args.header,
+            refused=args.refused,
+            header_path=str(self.header),
+            options_file=str(options_file),
+        )
         self.env = {
             k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCOMP_", "TMPDIR"))
         }
@@ -326,7 +259,19 @@ class Soak:
         self.violations: list[str] = []
         self.resubmitted = 0
         self.cache_counts: Counter[str] = Counter()
-        self.t0 = time.monotonic()
+        self.forks_asked = 0
+        self.nvjitlink_workers: set[int] = set()  # the server's, seen
+        self.clients_with_workers: set[int] = set()
+
+    def write_header(self, value: int) -> None:
+        """Replace the header at once (a new file renamed over it): a reader sees one
+        version or the next, never a mix."""
+        text = header_text(value)
+        fresh = self.header.with_suffix(".tmp")
+        fresh.write_text(text)
+        fresh.replace(self.header)
+        at = round(time.monotonic() - self.t0, 1)
+        self.header_versions.append((text_hash(text.encode()), value, at))
 
     # -- processes
 
@@ -346,27 +291,48 @@ class Soak:
         argv += [str(out), json.dumps(dataclasses.asdict(self.mix)), str(self.args.batch)]
         with (self.root / "out" / f"client{number}.stderr").open("wb") as err:
             process = subprocess.Popen(argv, env=self.env, stdout=err, stderr=err)
-        client = Client(number, process, ids, out)
+        client = Client(number, process, ids, out, assigned=frozenset(ids))
         self.clients.append(client)
         return client
 
     def _descendants(self, kind: str) -> list[psutil.Process]:
-        """The server's NVRTC workers, or the processes of its nvcc runs (nvcc and the
-        tools it runs: the host compiler's too), by name."""
+        """The server's NVRTC or nvJitLink workers, or the processes of its nvcc runs
+        (nvcc and the tools it runs: the host compiler's too), by name."""
         pid = self.server_pid()
         if pid is None:
             return []
+        names = (
+            NVCC_TOOLS
+            if kind == "nvcc"
+            else ("acw-nvjitlink",)
+            if kind == "nvjitlink"
+            else ("acw-nvrtc",)
+        )
         found = []
         with contextlib.suppress(psutil.NoSuchProcess):
             for child in psutil.Process(pid).children(recursive=True):
                 with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                    if kind == "nvcc":
-                        hit = child.name() in NVCC_TOOLS
-                    else:
-                        hit = child.name() == "acw-nvrtc"
-                    if hit:
+                    if child.name() in names:
                         found.append(child)
         return found
+
+    @staticmethod
+    def _runs_workers(pid: int) -> bool:
+        """Whether process ``pid`` has worker processes of its own: a client compiles
+        nothing itself, every job goes to the server (a server a client starts is its
+        descendant while ``asynccomp serve --detach`` runs: its workers are not the
+        client's; a client's forked child is a python process, not a worker)."""
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            for child in psutil.Process(pid).children(recursive=True):
+                with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                    if not child.name().startswith(WORKER_PREFIXES):
+                        continue
+                    chain = child.parents()  # its parent first
+                    pids = [p.pid for p in chain]
+                    between = chain[: pids.index(pid)] if pid in pids else []
+                    if not any("serve" in p.cmdline() for p in between):
+                        return True
+        return False
 
     def _live_clients(self) -> list[Client]:
         with self.lock:
@@ -411,10 +377,22 @@ class Soak:
                 os.close(fd)
             start_server(self.paths, self.env)  # clients may have started it already
             return f"{pid} -> {self.server_pid()}"
+        if kind == "header":
+            value = self.header_versions[-1][1] + 1
+            self.write_header(value)
+            return f"VALUE {value}"
         clients = self._live_clients()
+        if kind == "fork":  # one that handles the signal by now
+            clients = [c for c in clients if c.out.with_suffix(".ready").exists()]
         if not clients:
             return None
         client = random.choice(clients)
+        if kind == "fork":
+            # In turn: a child that exits normally (SIGUSR1), one that calls os._exit.
+            number = (signal.SIGUSR1, signal.SIGUSR2)[self.forks_asked % 2]
+            self.forks_asked += 1
+            client.process.send_signal(number)
+            return f"client {client.number} {soak_client.FORK_MODES[number]}"
         if kind == "client_stop":
             client.process.send_signal(signal.SIGSTOP)
             self.stop.wait(self.args.stop_seconds)
@@ -463,6 +441,7 @@ class Soak:
                 continue
             for line in client.out.read_text().splitlines():
                 record = json.loads(line)
+                record["client"] = client.number
                 found.setdefault(record["id"], []).append(record)
         return found
 
@@ -474,6 +453,9 @@ class Soak:
         for client in self._live_clients():
             if (rss := _rss(client.process.pid)) is not None:
                 self.rss.setdefault(f"client {client.number}", []).append((now, rss))
+            if self._runs_workers(client.process.pid):
+                self.clients_with_workers.add(client.number)
+        self.nvjitlink_workers.update(p.pid for p in self._descendants("nvjitlink"))
 
     def run(self) -> None:
         self.redis.start()
@@ -569,49 +551,179 @@ class Soak:
                 self.violations.append(f"{what} left after the run: {items[:5]}")
         return found
 
-    def references(self, records: dict[int, list[dict[str, Any]]]) -> dict[str, str]:
+    def references(
+        self, records: dict[int, list[dict[str, Any]]], forks: list[dict[str, Any]]
+    ) -> dict[str, str]:
         """SHA-256 of a reference compile (this process, no cache) per distinct source
-        that some job got a binary for."""
-        distinct: dict[str, CompileJob] = {}
+        that some job got a binary for, by :meth:`Spec.reference_key`; a ``header``
+        job's for each version of the header its binary is compared with (the header
+        written back with that version's content, the same path and options)."""
+        plain: dict[str, Spec] = {}
+        by_version: dict[str, dict[str, Spec]] = {}
         for i, found in records.items():
-            if any("sha" in r for r in found):
-                job = job_kind(i, self.mix)[1]
-                distinct.setdefault(_reference_key(job), job)
+            if not any("sha" in r for r in found):
+                continue
+            spec = job_spec(i, self.mix)
+            if spec.kind != "header":
+                plain.setdefault(spec.reference_key(), spec)
+                continue
+            for record in found:
+                for version in self.versions_between(*record.get("hdr", [None, None])):
+                    by_version.setdefault(version, {}).setdefault(spec.reference_key(version), spec)
+        for fork in forks:
+            if "sha" in (fork.get("child") or {}):
+                spec = fork_spec(fork["child"]["value"])
+                plain.setdefault(spec.reference_key(), spec)
 
-        async def compile_all() -> list[CompileResult]:
+        async def compile_all(specs: dict[str, Spec]) -> dict[str, str]:
             async with Engine(arch=ARCH, cache=False) as engine:
-                return await engine.compile_many(list(distinct.values()))
+                results = await engine.compile_many([spec.job() for spec in specs.values()])
+            return {
+                key: hashlib.sha256(r.unwrap()).hexdigest()
+                for key, r in zip(specs, results, strict=True)
+            }
 
-        results = anyio.run(compile_all)
-        return {
-            key: hashlib.sha256(r.unwrap()).hexdigest()
-            for key, r in zip(distinct, results, strict=True)
-        }
+        reference = anyio.run(compile_all, plain)
+        values = {h: value for h, value, _ in self.header_versions}
+        for version, specs in sorted(by_version.items()):
+            text = header_text(values[version])
+            self.header.write_text(text)
+            reference |= anyio.run(compile_all, specs)
+        return reference
+
+    def versions_between(self, before: str | None, after: str | None) -> list[str]:
+        """The header's versions from ``before`` to ``after`` (content hashes; a version
+        is never written twice), or none when either is unknown."""
+        order = [h for h, _, _ in self.header_versions]
+        if before not in order or after not in order:
+            return []
+        return order[order.index(before) : order.index(after) + 1]
+
+    def fork_records(self) -> list[dict[str, Any]]:
+        """Every fork the clients made: what the parent noted (mode, exit status,
+        ``hung``) and the child's own line (``child``)."""
+        forks: list[dict[str, Any]] = []
+        for client in self.clients:
+            log = client.out.with_suffix(".forks.jsonl")
+            made: dict[int, dict[str, Any]] = {}
+            if log.exists():
+                for line in log.read_text().splitlines():
+                    entry = json.loads(line)
+                    made.setdefault(entry["fork"], {"client": client.number}).update(entry)
+            for number, fork in sorted(made.items()):
+                child = client.out.with_suffix(f".fork{number}.jsonl")
+                lines = child.read_text().splitlines() if child.exists() else []
+                fork["child"] = json.loads(lines[0]) if lines else None
+                fork["child_lines"] = len(lines)
+                fork["parent_killed"] = client.killed
+                forks.append(fork)
+        return forks
+
+    def chaos_caused(self, got: str, message: str, backend: str) -> bool:
+        """Whether error ``got`` is one that a chaos kind of this run causes."""
+        if got == "InternalError":
+            return "killed by" in message and backend == "nvcc" and "nvcc" in self.args.chaos
+        return CHAOS_ERRORS.get(got) in self.args.chaos
 
     def judge(self) -> dict[str, Any]:
         records = self.records()
+        forks = self.fork_records()
         lost = [i for i in range(self.args.jobs) if i not in records]
         duplicated = sorted(i for i, found in records.items() if len(found) > 1)
-        reference = self.references(records)
+        assigned = {c.number: c.assigned for c in self.clients}
+        foreign = sorted(
+            i for i, found in records.items() for r in found if i not in assigned[r["client"]]
+        )
+        reference = self.references(records, forks)
         outcomes: Counter[str] = Counter()
         wrong: list[str] = []
+        stale: list[str] = []
+        header = Counter[str]()
         for i, found in sorted(records.items()):
-            kind, job = job_kind(i, self.mix)
+            spec = job_spec(i, self.mix)
             record = found[0]
             got = "ok" if "sha" in record else record["error"]
-            outcomes[f"{kind} {job.backend} {got}"] += 1
-            if got == "ok" and record["sha"] != reference.get(_reference_key(job)):
-                wrong.append(f"job {i} ({kind} {job.backend}): binary differs from reference")
-            fits = got == EXPECTED[kind] or got in CHAOS_ERRORS
-            signal_kill = got == "InternalError" and "killed by" in record.get("msg", "")
-            if not fits and not (signal_kill and job.backend == "nvcc"):
-                wrong.append(f"job {i} ({kind} {job.backend}): {got}: {record.get('msg', '')}")
+            message = record.get("msg", "")
+            outcomes[f"{spec.kind} {spec.backend} {got}"] += 1
+            said = f"job {i} ({spec.kind} {spec.backend}): {got}: {message}"
+            if spec.kind == "refused":  # refused as it is built, saying why; nothing else
+                if not (
+                    got == "InvalidJob" and record.get("built") is False and REFUSED_SAYS in message
+                ):
+                    wrong.append(said)
+                continue
+            if record.get("built") is False:
+                wrong.append(f"{said} (as it was built)")
+                continue
+            if got == "ok" and spec.kind == "header":
+                before, after = record["hdr"]
+                header["same" if before == after else "ambiguous"] += 1
+                versions = self.versions_between(before, after)
+                fits = {reference.get(spec.reference_key(v)) for v in versions}
+                if record["sha"] not in fits:
+                    stale.append(
+                        f"job {i} ({spec.backend}, header {before} .. {after}: versions "
+                        f"{[v[1] for v in self.header_versions if v[0] in versions]}): "
+                        "binary of another header"
+                    )
+            elif got == "ok" and record["sha"] != reference.get(spec.reference_key()):
+                wrong.append(f"job {i} ({spec.kind} {spec.backend}): binary differs from reference")
+            if got == EXPECTED[spec.kind]:
+                if spec.kind == "wedge" and WEDGE_SAYS not in message:
+                    wrong.append(f"{said} (not nvJitLink's {WEDGE_SAYS})")
+            elif not self.chaos_caused(got, message, spec.backend):
+                wrong.append(said)
+        fork_problems: list[str] = []
+        fork_outcomes: Counter[str] = Counter()
+        for fork in forks:
+            child, name = (
+                fork["child"],
+                f"client {fork['client']}'s fork {fork['fork']} ({fork['mode']})",
+            )
+            if "status" in fork:
+                if fork.get("hung") or fork["status"] != 0:
+                    hung = ", hung" if fork.get("hung") else ""
+                    fork_problems.append(f"{name}: exit status {fork['status']}{hung}")
+                if child is None:
+                    fork_problems.append(f"{name}: ended without its line")
+            elif not fork["parent_killed"]:
+                fork_problems.append(f"{name}: never reaped by its parent")
+            if fork["child_lines"] > 1:
+                fork_problems.append(f"{name}: {fork['child_lines']} lines")
+            if child is None:
+                continue
+            got = "ok" if "sha" in child else child["error"]
+            fork_outcomes[f"{fork['mode']} {got}"] += 1
+            if got == "ok":
+                if child["sha"] != reference.get(fork_spec(child["value"]).reference_key()):
+                    fork_problems.append(f"{name}: binary differs from reference")
+            elif not self.chaos_caused(got, child.get("msg", ""), "nvrtc"):
+                fork_problems.append(f"{name}: {got}: {child.get('msg', '')}")
         if lost:
             self.violations.append(f"{len(lost)} jobs lost, e.g. {lost[:5]}")
         if duplicated:
             self.violations.append(f"{len(duplicated)} jobs duplicated, e.g. {duplicated[:5]}")
+        if foreign:
+            self.violations.append(
+                f"{len(foreign)} lines in another client's file, e.g. {foreign[:5]}"
+            )
         if wrong:
             self.violations.append(f"{len(wrong)} wrong outcomes, e.g. {wrong[:5]}")
+        if stale:
+            self.violations.append(f"{len(stale)} stale binaries, e.g. {stale[:5]}")
+        if fork_problems:
+            self.violations.append(f"{len(fork_problems)} fork problems, e.g. {fork_problems[:5]}")
+        if self.clients_with_workers:
+            self.violations.append(
+                f"clients {sorted(self.clients_with_workers)} ran workers of their own"
+            )
+        compiled_ptx = any(
+            k.split()[1] == "nvjitlink" and k.split()[2] in ("ok", "CompileError") for k in outcomes
+        )
+        if compiled_ptx and not self.nvjitlink_workers:
+            self.violations.append(
+                "nvJitLink jobs were answered, but the server never had an nvJitLink worker"
+            )
         memory = {name: memory_trend(samples) for name, samples in self.rss.items()}
         servers = [n for n, m in memory.items() if n.startswith("server") and m["judged"]]
         judged = [n for n, m in memory.items() if n.startswith("client") and m["judged"]]
@@ -626,6 +738,7 @@ class Soak:
             "recorded": sum(len(f) for f in records.values()),
             "lost": len(lost),
             "duplicated": len(duplicated),
+            "foreign": len(foreign),
             "resubmitted": self.resubmitted,
             "clients_started": len(self.clients),
             "distinct_references": len(reference),
@@ -633,6 +746,23 @@ class Soak:
             "cached": sum(1 for f in records.values() if f[0].get("cached")),
             "server_cache": dict(sorted(self.cache_counts.items())),
             "wrong": wrong[:20],
+            "stale": stale[:20],
+            "nvjitlink_server_workers": len(self.nvjitlink_workers),
+            "header": {
+                "versions": len(self.header_versions),
+                "checked": header["same"],
+                "ambiguous": header["ambiguous"],
+                "stale": len(stale),
+            },
+            "forks": {
+                "asked": self.forks_asked,
+                "made": len(forks),
+                "modes": dict(Counter(f["mode"] for f in forks)),
+                "exited_0": sum(1 for f in forks if f.get("status") == 0 and not f.get("hung")),
+                "orphaned": sum(1 for f in forks if "status" not in f),
+                "child_outcomes": dict(sorted(fork_outcomes.items())),
+                "problems": fork_problems[:20],
+            },
             "memory": memory,
         }
 
@@ -641,9 +771,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "client":
         ids_file, out, mix, batch = argv[1:5]
-        ids = json.loads(Path(ids_file).read_text())
-        anyio.run(_client, ids, Mix(**json.loads(mix)), Path(out), int(batch))
-        return 0
+        return soak_client.run(Path(ids_file), Path(out), Mix(**json.loads(mix)), int(batch))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=10000)
     parser.add_argument("--clients", type=int, default=2)
@@ -660,6 +788,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--miss", type=float, default=Mix.miss, help="share of misses")
     parser.add_argument("--fail", type=float, default=Mix.fail, help="share of broken sources")
     parser.add_argument("--timeout", type=float, default=Mix.timeout, help="share timing out")
+    parser.add_argument("--ptx", type=float, default=Mix.ptx, help="share of nvJitLink jobs")
+    parser.add_argument("--wedge", type=float, default=Mix.wedge, help="share wedging nvJitLink")
+    parser.add_argument("--header", type=float, default=Mix.header, help="share with -include")
+    parser.add_argument("--refused", type=float, default=Mix.refused, help="share of -optf")
     parser.add_argument("--max-growth-mib", type=float, default=32.0)
     parser.add_argument("--max-seconds", type=float, default=1800.0)
     parser.add_argument("--report-every", type=float, default=60.0, help="progress, seconds")
@@ -708,6 +840,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"soak: chaos {result['chaos']} (missed {result['chaos_missed']})")
     for name, outcome in result["outcomes"].items():
         print(f"soak:   {outcome:7d} {name}")
+    print(
+        f"soak: nvJitLink workers of the server seen {result['nvjitlink_server_workers']}; "
+        f"header {result['header']}"
+    )
+    print(f"soak: forks {result['forks']}")
     for name, trend in result["memory"].items():
         print(f"soak: rss {name}: {trend}")
     for violation in soak.violations:
