@@ -1,7 +1,8 @@
-"""The fault soak (``benchmarks/server/soak.py``, issue 28 item 11), scaled to CI: 10,000 jobs
+"""The fault soak (``benchmarks/server/soak.py``, issues 28 and 37), scaled to CI: 20,000 jobs
 from two client processes through a real compile server with a real Redis tier, while
 its chaos loop kills NVRTC workers and nvcc's tools, restarts Redis, SIGKILLs and
-restarts the server, stops and kills clients. Every job gets exactly one result or a
+restarts the server, stops and kills clients, rewrites a header jobs pre-include and
+has clients fork children that compile. Every job gets exactly one result or a
 typed error that fits it, every binary equals a reference compile, memory stays flat,
 and nothing is left at the end (the soak checks all that and exits 1 otherwise)."""
 
@@ -25,7 +26,9 @@ pytestmark = [
 ]
 
 #: Every chaos kind of the soak (benchmarks/server/soak.py's CHAOS).
-CHAOS = {"server", "nvrtc_worker", "nvcc", "redis", "client_stop", "client_kill"}
+CHAOS = {
+    "server", "nvrtc_worker", "nvcc", "redis", "client_stop", "client_kill", "header", "fork",
+}  # fmt: skip
 
 
 @pytest.mark.timeout(1200)
@@ -33,8 +36,8 @@ def test_ten_thousand_jobs_under_chaos_are_each_answered_once_and_leave_nothing(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "soak.json"
-    argv = [sys.executable, "-m", "benchmarks.server.soak", "--jobs", "10000"]
-    argv += ["--clients", "2", "--chaos-interval", "3", "--max-seconds", "900"]
+    argv = [sys.executable, "-m", "benchmarks.server.soak", "--jobs", "20000"]
+    argv += ["--clients", "2", "--chaos-interval", "1", "--max-seconds", "900"]
     done = subprocess.run(
         [*argv, "--json", str(out)],
         capture_output=True,
@@ -47,7 +50,7 @@ def test_ten_thousand_jobs_under_chaos_are_each_answered_once_and_leave_nothing(
     assert done.returncode == 0, said
     result = json.loads(out.read_text())
     assert result["violations"] == [], said
-    assert (result["recorded"], result["lost"], result["duplicated"]) == (10000, 0, 0)
+    assert (result["recorded"], result["lost"], result["duplicated"]) == (20000, 0, 0)
     # Each kind of chaos really struck, at least once.
     assert set(result["chaos"]) == CHAOS
     assert all(count >= 1 for count in result["chaos"].values()), result["chaos"]
@@ -58,6 +61,23 @@ def test_ten_thousand_jobs_under_chaos_are_each_answered_once_and_leave_nothing(
     for expected in ("hit nvrtc ok", "hit nvcc ok", "miss nvrtc ok", "fail nvrtc CompileError"):
         assert outcomes.get(expected, 0) > 0, outcomes
     assert outcomes.get("timeout nvrtc CompileTimeout", 0) > 0, outcomes
+    # Issue 37's faults: nvJitLink links in the server's worker processes, a link that
+    # wedges nvJitLink is its own CompileError and nothing more, an options file is
+    # refused as the job is built, a pre-included header rewritten by the chaos never
+    # gives a stale binary, and a client's forked children each compile and exit.
+    for expected in (
+        "ptx_hit nvjitlink ok",
+        "ptx_miss nvjitlink ok",
+        "wedge nvjitlink CompileError",
+        "refused nvrtc InvalidJob",
+        "header nvrtc ok",
+    ):
+        assert outcomes.get(expected, 0) > 0, outcomes
+    assert result["nvjitlink_server_workers"] > 0
+    header = result["header"]
+    assert header["versions"] > 1 and header["checked"] > 0 and header["stale"] == 0, header
+    forks = result["forks"]
+    assert forks["made"] > 0 and forks["problems"] == [] and forks["orphaned"] == 0, forks
     assert result["server_cache"]["remote_hits"] > 0, result["server_cache"]
     assert result["left"] == {"processes": [], "folders": [], "sockets": []}
     # Memory was judged (flat: no violation) for the clients and a server.

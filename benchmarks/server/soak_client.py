@@ -134,7 +134,7 @@ class Forks:
                     done, code = pid, None
                 if done:
                     del self.children[pid]
-                    ended = {"fork": number, "status": code}
+                    ended: dict[str, Any] = {"fork": number, "status": code}
                     ended["seconds"] = round(time.monotonic() - started, 2)
                     _append(self.log, ended | ({"hung": True} if hung else {}))
             if not last:
