@@ -27,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,9 @@ def measure(python: str, tuner: str, compile_one: bool, settle: float) -> dict[s
         stdout=subprocess.PIPE,
         text=True,
         env=os.environ.copy(),
+        # Not this folder: ``python -c`` puts its working folder first on sys.path, ahead
+        # of $PYTHONPATH, and a checkout here would win over the one asked for.
+        cwd=tempfile.gettempdir(),
     )
     try:
         assert child.stdout is not None

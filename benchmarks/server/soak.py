@@ -4,15 +4,21 @@ A private compile server (its own ``$ASYNCCOMP_SERVER_DIR``, disk cache and ``TM
 with a private, password-protected ``redis-server`` as its remote tier (the team's key
 in ``$ASYNCCOMP_REMOTE_CACHE_KEY``, as the manual's cache guide sets it up) serves K
 client processes (``python -m benchmarks.server.soak client``: an ``Engine(server="auto")``
-each, batches through ``as_completed``). Each job is drawn from a deterministic mix
-(:func:`job_kind`): cache hits (a few hot ``-DF=`` variants), misses (a source of
-their own), sources that fail to compile, and slow sources with a short timeout, NVRTC
-and nvcc. Meanwhile a chaos thread, every ``--chaos-interval`` seconds, in turn:
+each, batches through ``as_completed``; :mod:`.soak_client`). Each job is drawn from a
+deterministic mix (:func:`.soak_mix.job_spec`): cache hits (a few hot ``-DF=``
+variants), misses (a source of their own), sources that fail to compile, and slow
+sources with a short timeout, NVRTC and nvcc; PTX linked by nvJitLink in the server's
+worker processes, and PTX that wedges nvJitLink (its own ``CompileError``, nothing
+more); sources that pre-include a header (``-include``) the chaos rewrites; options
+files (``-Xptxas=-optf=``, ``--options-file``), refused as the job is built. Meanwhile
+a chaos thread, every ``--chaos-interval`` seconds, in turn:
 SIGKILLs the server and starts it again with an empty disk cache (a fresh machine: its
 hits come from Redis, or are compiled again), SIGKILLs an NVRTC worker, SIGKILLs nvcc
 or a tool it runs (cicc, ptxas, gcc's cc1plus, ...), restarts Redis (SIGKILL; its
 append-only file keeps what it held), SIGSTOPs a client for ``--stop-seconds``,
-SIGKILLs a client. ``--chaos`` picks kinds (``--chaos ""``: none).
+SIGKILLs a client, rewrites the pre-included header, has a client fork a child that
+compiles through an engine of its own and exits (``sys.exit`` or ``os._exit``, in
+turn). ``--chaos`` picks kinds (``--chaos ""``: none).
 
 Accounting: each client appends one JSON line per job (``ok`` with the binary's
 SHA-256, or the error's class name and message). A killed client's jobs without a line
@@ -24,7 +30,9 @@ are handed to a fresh client (``resubmitted``); a line it wrote stands. At the e
   ``WorkerCrashed``, ``ServerError`` for a whole call; for nvcc jobs ``InternalError``
   saying what was "killed by" a signal) for any job;
 - every binary equals a reference compile of its source (in this process, no cache,
-  once per distinct source);
+  once per distinct source); a header job's, the compile of the header version in
+  effect while it ran (none stale);
+- every forked child compiled its own job and exited, none hung or orphaned;
 - server and client RSS flat after warm-up (growth after the first 30% of a process's
   samples, and a slope, reported; over ``--max-growth-mib`` is a violation);
 - after the server is stopped: no process that carries this run's marker variable
@@ -34,7 +42,8 @@ are handed to a fresh client (``resubmitted``); a line it wrote stands. At the e
 It prints a summary, writes ``--json``, and exits 1 on any violation::
 
     python -m benchmarks.server.soak --jobs 10000 --clients 2 --chaos-interval 4
-    python -m benchmarks.server.soak --jobs 100000 --clients 3 --chaos-interval 10 --json soak.json
+    python -m benchmarks.server.soak --jobs 600000 --clients 3 --chaos-interval 10 --miss 0.01 \
+        --json soak.json
 
 The redis-server starter here duplicates a few lines of ``tests/redis_server.py`` (a
 benchmark must not import the tests).
