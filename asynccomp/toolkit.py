@@ -88,6 +88,21 @@ class Toolkit:
     compilers: tuple[tuple[str, CompilerInfo], ...] = ()
     described_fields: str = ""
 
+    def __hash__(self) -> int:
+        # Hashed on every compile (the cache of fields_digest, through described()), and
+        # frozen: its fields are hashed once, not each backend's CompilerInfo every time.
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self) -> dict[str, object]:
+        # A string's hash differs between processes: the cached one never travels.
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
     def described(self, backend: str) -> CompilerInfo | None:
         """Backend ``backend``'s description of its compiler here, if it was made (for
         this toolkit as it is)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 from dataclasses import replace
@@ -106,3 +107,28 @@ def test_doctor_prints_what_was_found() -> None:
     assert "{}.{}".format(*toolkit.nvrtc_version or (0, 0)) in lines["NVRTC"]
     assert str(toolkit.nvcc) in lines["nvcc"]
     assert str(toolkit.include_dirs[0]) in out
+
+
+def test_a_toolkits_hash_is_kept_but_never_travels() -> None:
+    """The toolkit is hashed on every compile, so its hash is computed once; a pickled
+    toolkit (to a worker, a server) leaves it behind: a string's hash is another
+    process's own, and the copy there hashes what it holds."""
+    toolkit = find_toolkit()
+    assert hash(toolkit) == hash(replace(toolkit)) and toolkit == replace(toolkit)
+    assert "_hash" in vars(toolkit)
+    code = (
+        "import pickle, sys\n"
+        "t = pickle.loads(sys.stdin.buffer.read())\n"
+        "print('_hash' in vars(t), hash(t) == hash(tuple(getattr(t, f) "
+        "for f in t.__dataclass_fields__)))\n"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "random"}
+    child = subprocess.run(
+        [sys.executable, "-c", code],
+        input=pickle.dumps(toolkit),
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    assert child.stdout.split() == [b"False", b"True"], child
