@@ -34,9 +34,9 @@ def as_a_user(argv: list[str]) -> list[str]:
 def compile_as_a_user(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
     """``python -m asynccomp compile ARGS`` bound by permission bits (as root too)."""
     env = {**os.environ, "ASYNCCOMP_CACHE_DIR": str(cache)}
-    command = [sys.executable, "-m", "asynccomp", "compile", *args, "--arch", ARCH]
+    command = [sys.executable, "-m", "asynccomp", "compile", *args, "--arch", ARCH, "--no-server"]
     return subprocess.run(
-        as_a_user([*command, "--no-server"]),
+        as_a_user(command),
         capture_output=True,
         text=True,
         env=env,

@@ -32,7 +32,7 @@ CHAOS = {
 
 
 @pytest.mark.timeout(1200)
-def test_ten_thousand_jobs_under_chaos_are_each_answered_once_and_leave_nothing(
+def test_twenty_thousand_jobs_under_chaos_are_each_answered_once_and_leave_nothing(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "soak.json"
