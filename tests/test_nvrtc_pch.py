@@ -161,7 +161,9 @@ async def test_stale_folders_of_dead_engines_are_swept(backend: NvrtcBackend) ->
     stale = root / f"{int(probe.stdout)}-0"  # a process that has ended
     (stale / "__nvrtc_auto_pch_1_0").mkdir(parents=True)
     (stale / "__nvrtc_auto_pch_1_0" / "kernel_0.pch").write_bytes(b"x" * 1024)
-    live = root / f"{os.getppid()}-0"  # a running process's folder stays
+    # A running process (this one) whose folder no engine of it will make: the test runs
+    # in parallel test processes, each its own.
+    live = root / f"{os.getpid()}-999999"
     live.mkdir(exist_ok=True)
     try:
         await compile_one(backend, source("p1", 9), pch=False)  # the first start sweeps

@@ -128,8 +128,13 @@ async def test_a_cancelled_call_stops_on_the_server(socket_path: Path) -> None:
             await client.run(_chunks([slow]), events)
         assert scope.cancelled_caught and events.started_jobs == [0]
         assert events.outcomes == {}
+        # The server ends the compile, then the call's request: wait for both (the
+        # deadline fails the test if either stays).
         with anyio.fail_after(30):
-            while (status := await client.status())["running"]:  # noqa: ASYNC110
+            while True:
+                status = await client.status()
+                if (status["running"], status["queued"], status["requests"]) == (0, 0, 0):
+                    break
                 await anyio.sleep(0.05)
         assert (status["running"], status["queued"], status["requests"]) == (0, 0, 0)
         await client.aclose()
