@@ -143,9 +143,15 @@ def private_server_dir() -> Iterator[Path]:
 @pytest.fixture(autouse=True, scope="session")
 def no_server_folder_left() -> Iterator[None]:
     """Every server folder a test makes (``acs-<pid>-*``) is removed by the test, pass
-    or fail: the session fails, naming them, if any is left."""
-    from .servers import ROOT, folder_prefix
+    or fail: the session fails, naming them, if any is left. One there before the
+    session began is another process's that had this pid (pids are reused: 32,768 of
+    them here) and was killed before it could remove it: removed first (its servers
+    stopped), so that the check judges this session's own."""
+    from .servers import ROOT, folder_prefix, stop_servers_in
 
+    for stale in ROOT.glob(f"{folder_prefix()}*"):
+        stop_servers_in(stale)
+        shutil.rmtree(stale, ignore_errors=True)
     yield
     left = sorted(str(p) for p in ROOT.glob(f"{folder_prefix()}*"))
     assert left == [], f"the tests left these server folders behind: {left}"
