@@ -518,3 +518,17 @@ def test_the_corpus_folder_the_docs_use_is_git_ignored() -> None:
         timeout=60,
     )
     assert proc.returncode == 0
+
+
+def test_one_job_passes_through_few_modules_and_builds_few_objects() -> None:
+    """``benchmarks/house/calls.py`` (issue 35's budget for one ``engine.compile(job)``:
+    at most 56 calls between asynccomp modules and 16 asynccomp objects for a compile;
+    a cache hit no more than a compile). Counted, not timed: the same on any machine."""
+    from benchmarks.house.calls import _main
+
+    figures = anyio.run(_main)
+    hit, compiled = figures["cache hit"], figures["compile (threads, no cache)"]
+    assert compiled["calls_between_modules"] <= 56, compiled
+    assert compiled["objects_built"] <= 16, compiled
+    assert hit["calls_between_modules"] <= compiled["calls_between_modules"], hit
+    assert hit["objects_built"] <= compiled["objects_built"], hit

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio.abc
@@ -55,6 +55,8 @@ class Parts:
     front: Front
     cache: TieredCache | None
     on_cluster: bool
+    #: The (backend, architecture) pairs found to be taken by the backend's compiler.
+    archs_taken: set[tuple[str, str]] = field(default_factory=set)
 
 
 async def assemble(

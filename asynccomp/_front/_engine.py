@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -33,13 +33,13 @@ from ..config import (
     engine_config,
 )
 from ..cost import CostModel
-from ..errors import InvalidJob, SettingsError
+from ..errors import EngineClosed, InvalidJob, SettingsError
 from ..job import CompileJob
 from ..result import CompileResult
 from ..runner import Runner
 from ..statistics import EngineStatistics
 from ..toolkit import Toolkit
-from ._assembly import assemble
+from ._assembly import Parts, assemble
 from ._batch import Batch
 from ._completed import CompletedResults
 from ._lifecycle import EngineState, Lifecycle
@@ -283,28 +283,47 @@ class Engine(EngineView):
     async def compile(self, job: CompileJob) -> CompileResult:
         """Compile one job. A compile failure is returned in ``result.error``, not raised."""
         jobs = self._check_jobs([job])
-        return (await self._life.guarded(lambda: self._run_list(jobs)))[0]
+        return (await self._guarded(lambda parts: self._run_list(parts, jobs)))[0]
 
     async def compile_many(self, jobs: Iterable[CompileJob]) -> list[CompileResult]:
         """Compile all ``jobs`` concurrently; results come back in the order of ``jobs``."""
         checked = self._check_jobs(jobs)
-        return await self._life.guarded(lambda: self._run_list(checked))
+        return await self._guarded(lambda parts: self._run_list(parts, checked))
+
+    async def _guarded(self, call: Callable[[Parts], Awaitable[T]]) -> T:
+        """Run one public call on the engine's parts: counted for closing, cancelled by
+        a forced close (which the caller sees as ``EngineClosed``). Always checkpoints.
+        (Here, not in the lifecycle's module: every time a call's task resumes, each
+        frame of its stack resumes too, and a frame in between two modules is paid for
+        on each.)"""
+        await anyio.lowlevel.checkpoint()
+        scope, parts = self._life.open_call()
+        try:
+            with scope:
+                return await call(parts)
+        finally:
+            self._life.close_call(scope)
+        raise EngineClosed("the engine was closed before this call finished")
 
     def _check_jobs(self, jobs: Iterable[CompileJob]) -> list[CompileJob]:
         """The jobs, once each is a CompileJob whose architecture its compiler takes (an
         unknown one is :class:`~asynccomp.InvalidJob` before anything runs)."""
         checked = [_check_job(job) for job in jobs]
-        if self._life.parts is not None:
-            toolkit = self._life.parts.toolkit
+        parts = self._life.parts
+        if parts is not None:
+            default = self.arch
             for job in checked:
-                arch = job.arch or self.arch
-                if arch is not None:
-                    check_arch(toolkit, job.backend, arch, f"job {job.name!r}")
+                arch = job.arch or default
+                # A (compiler, architecture) pair is looked up once per engine.
+                if arch is not None and (job.backend, arch) not in parts.archs_taken:
+                    check_arch(parts.toolkit, job.backend, arch, f"job {job.name!r}")
+                    parts.archs_taken.add((job.backend, arch))
         return checked
 
-    async def _run_list(self, jobs: list[CompileJob]) -> list[CompileResult]:
+    @staticmethod
+    async def _run_list(parts: Parts, jobs: list[CompileJob]) -> list[CompileResult]:
         batch = Batch(len(jobs))
-        await self._life.require_running().front.run(batch, jobs)
+        await parts.front.run(batch, jobs)
         return batch.ordered_results()
 
     def as_completed(self, jobs: Iterable[CompileJob]) -> CompletedResults:
@@ -327,8 +346,7 @@ class Engine(EngineView):
         calls this right after starting the engine. Without it, workers start as jobs
         need them (and the first job a worker gets pays that cost).
         """
-        runner = self._life.require_running().runner
-        await self._life.guarded(runner.warm_up)
+        await self._guarded(lambda parts: parts.runner.warm_up())
 
     def prefetch(self, jobs: Iterable[CompileJob]) -> None:
         """Start compiling ``jobs`` in the background and return at once.

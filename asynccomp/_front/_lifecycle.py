@@ -3,7 +3,7 @@
 :class:`Lifecycle` is what ``async with Engine()`` does. Starting assembles the parts
 (:mod:`._assembly`) on an exit stack and a task group of the engine's own; a start
 that fails half way takes down what it had started, in reverse order, and raises.
-Calls are counted while they run (:meth:`Lifecycle.guarded`, :meth:`Lifecycle.spawn`),
+Calls are counted while they run (:meth:`Lifecycle.open_call`, :meth:`Lifecycle.spawn`),
 so closing can wait for them, from any task or thread, or cancel them: a call that a
 close cancelled raises :class:`~asynccomp.EngineClosed`.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import enum
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import anyio
 import anyio.abc
@@ -24,7 +23,6 @@ from ._assembly import Parts
 
 __all__ = ("EngineState", "Lifecycle")
 
-T = TypeVar("T")
 Assemble = Callable[[anyio.abc.TaskGroup, contextlib.AsyncExitStack], Awaitable[Parts]]
 
 
@@ -113,21 +111,19 @@ class Lifecycle:
         assert self.parts is not None
         return self.parts
 
-    async def guarded(self, call: Callable[[], Awaitable[T]]) -> T:
-        """Run one public call: counted for closing, cancelled by a forced close (which
-        the caller sees as ``EngineClosed``). Always checkpoints."""
-        self.require_running()
-        await anyio.lowlevel.checkpoint()
-        self.require_running()
+    def open_call(self) -> tuple[anyio.CancelScope, Parts]:
+        """A public call starts: its cancel scope, counted (closing waits for it, or
+        cancels it when forced) until :meth:`close_call`, and the parts it runs on.
+        Raises :class:`~asynccomp.EngineClosed` unless the engine is running."""
+        parts = self.require_running()
         scope = anyio.CancelScope()
         self._calls.add(scope)
-        try:
-            with scope:
-                return await call()
-        finally:
-            self._calls.discard(scope)
-            self._notify()
-        raise EngineClosed("the engine was closed before this call finished")
+        return scope, parts
+
+    def close_call(self, scope: anyio.CancelScope) -> None:
+        """The call of ``scope`` (from :meth:`open_call`) has ended."""
+        self._calls.discard(scope)
+        self._notify()
 
     def spawn(
         self, scope: anyio.CancelScope, run: Callable[[], Awaitable[None]], *, prefetch: bool

@@ -338,7 +338,7 @@ class Scheduler(Runner):
         """End ``leader`` and the requests that waited for its compile."""
         followers = self.coalescer.finish(leader.key, leader) if leader.key is not None else []
         leader.call.end(leader.index, outcome)
-        shared = replace(outcome, answer="shared")
+        shared = replace(outcome, answer="shared") if followers else outcome
         for f in followers:
             del f.call.following[f.index]
             if not _answers(outcome, leader.prepared, f.prepared):
