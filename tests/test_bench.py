@@ -451,6 +451,7 @@ CORPUS_SCRIPTS = (
     "cache.tiers",
     "compile.cold_batch",
     "compile.first_batch",
+    "compile.fork_vs_spawn",
     "compile.nvrtc_scaling",
     "compile.ptx_backends",
     "compile.ray_executor",
