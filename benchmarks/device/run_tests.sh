@@ -27,6 +27,12 @@ nvidia-smi -L
 python3 -c "import sys, cuda.bindings; print(sys.version.split()[0], 'cuda-bindings', cuda.bindings.__version__)"
 # -p no:benchmark: the image's pytest-benchmark has no benchmarks to run here, and warns
 # at start-up under xdist (pyproject.toml ignores that warning too).
-timeout "${SUITE_TIMEOUT:-540}" python3 -m pytest -p no:cacheprovider -p no:benchmark -q -rfE \
-  --durations=15 "$@" \
-  2>&1 | tee "${OUT:-/tmp}/pytest.txt"
+# -v: each test's outcome on a line of its own as it ends, so a run cut by the timeout
+# still names its failures (the summary at the end never comes then). The whole log is
+# $OUT/pytest.txt; what is printed here is every failure's line and the log's end.
+log="${OUT:-/tmp}/pytest.txt"
+timeout "${SUITE_TIMEOUT:-540}" python3 -m pytest -p no:cacheprovider -p no:benchmark -v -rfE \
+  --durations=15 "$@" > "$log" 2>&1
+echo "pytest exit status: $?"
+grep -E "FAILED|ERROR" "$log" | head -60
+tail -40 "$log"
