@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import threading
-import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -292,31 +290,60 @@ def test_caller_inside_a_running_event_loop() -> None:
     assert asyncio.run(tvm_build_inside_a_notebook())[:4] == ELF
 
 
+#: A TVM process whose facade engine runs forks (TVM's popen workers do), and the child
+#: compiles: it gets an engine of its own, and the parent's goes on. Run in a fresh
+#: interpreter: a pytest worker's own threads (Ray's and gRPC's, left by earlier tests,
+#: with their at-fork handlers) are not the process under test.
+FORKING_TVM_PROCESS = """
+import faulthandler, json, os, sys
+import asynccomp.tvm
+from asynccomp.tvm import tvm_callback_cuda_compile
+deadline = float(sys.argv[1])
+one, seven = json.load(sys.stdin)
+before = tvm_callback_cuda_compile(one)
+read_end, write_end = os.pipe()
+pid = os.fork()
+if pid == 0:
+    status = 1
+    try:
+        os.close(read_end)
+        # Stuck: say where, and end. (Armed here only: a watchdog armed before the fork
+        # would leave the child its lock, held by a thread the child does not have.)
+        faulthandler.dump_traceback_later(deadline, exit=True)
+        cubin = tvm_callback_cuda_compile(seven)
+        again = tvm_callback_cuda_compile(one)  # a cache hit (the disk cache is shared)
+        os.write(write_end, json.dumps([cubin[:4].hex(), again == before]).encode())
+        asynccomp.tvm.shutdown()
+        status = 0
+    finally:
+        os._exit(status)
+os.close(write_end)
+with os.fdopen(read_end, "rb") as pipe:
+    report = pipe.read()  # to its end: the child's exit
+_, status = os.waitpid(pid, 0)
+print(json.dumps({"child": json.loads(report or "null"), "exit": os.waitstatus_to_exitcode(status),
+                  "parent_goes_on": tvm_callback_cuda_compile(one) == before}))
+asynccomp.tvm.shutdown()
+"""
+
+#: How long each process of it may take: a fresh engine (NVRTC's template started, a
+#: worker forked from it) and three compiles, on a loaded machine, many times over.
+FORK_DEADLINE = 120.0
+
+
 def test_child_after_fork_gets_its_own_engine() -> None:
-    before = tvm_callback_cuda_compile(scale_kernel(1.0))  # the parent's engine is running
-    read_end, write_end = os.pipe()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns about fork() with threads running; TVM's popen workers fork.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # the child: never return into pytest
-        status = 1
-        try:
-            os.close(read_end)
-            cubin = tvm_callback_cuda_compile(scale_kernel(7.0))
-            again = tvm_callback_cuda_compile(scale_kernel(1.0))  # cache hit (shared disk)
-            os.write(write_end, json.dumps([cubin[:4].hex(), again == before]).encode())
-            asynccomp.tvm.shutdown()
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        report = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
-    assert json.loads(report) == [ELF.hex(), True]
-    assert tvm_callback_cuda_compile(scale_kernel(1.0)) == before  # the parent goes on
+    sources = [scale_kernel(1.0), scale_kernel(7.0)]
+    done = subprocess.run(
+        [sys.executable, "-c", FORKING_TVM_PROCESS, str(FORK_DEADLINE)],
+        input=json.dumps(sources),
+        capture_output=True,
+        text=True,
+        timeout=FORK_DEADLINE + 60,  # the child's watchdog ends it first, saying where
+        check=False,
+    )
+    assert done.returncode == 0, done
+    outcome = json.loads(done.stdout.splitlines()[-1])
+    assert outcome == {"child": [ELF.hex(), True], "exit": 0, "parent_goes_on": True}, done
 
 
 def test_prefetch_makes_the_callbacks_cache_hits() -> None:
