@@ -23,6 +23,7 @@ __all__ = (
     "add_corpus_argument",
     "check_corpus",
     "corpus_files",
+    "largest_files",
     "make_corpus_command",
     "missing_corpus_line",
 )
@@ -76,3 +77,9 @@ def corpus_files(folder: Path | None) -> list[Path]:
         return [example_path(name) for name in example_names()]
     check_corpus(folder)
     return sorted(folder.glob("*.cu"))
+
+
+def largest_files(folder: Path | None, largest: int = 0) -> list[Path]:
+    """:func:`corpus_files`, largest first; the ``largest`` first of them (0: all)."""
+    files = sorted(corpus_files(folder), key=lambda f: f.stat().st_size, reverse=True)
+    return files[:largest] if largest else files

@@ -26,12 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from asynccomp._os import child_environ
-from benchmarks._corpus import add_corpus_argument, corpus_files
-
-
-def _files(corpus: Path | None, largest: int) -> list[Path]:
-    files = corpus_files(corpus)
-    return sorted(files, key=lambda f: f.stat().st_size, reverse=True)[:largest]
+from benchmarks._corpus import add_corpus_argument, largest_files
 
 
 def _trial(files: list[str], arch: str, workers: int) -> dict[str, object]:
@@ -70,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = json.loads(args.trial)
         print(json.dumps(_trial(spec["files"], spec["arch"], spec["workers"])))
         return 0
-    files = [str(f) for f in _files(args.corpus, args.largest)]
+    files = [str(f) for f in largest_files(args.corpus, args.largest)]
     if not files:
         print("no kernels found", file=sys.stderr)
         return 2

@@ -19,14 +19,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from asynccomp._os import child_environ
-from benchmarks._corpus import add_corpus_argument, corpus_files
+from benchmarks._corpus import add_corpus_argument, largest_files
+from benchmarks._trials import fresh_trial
 
 
 def _trial(files: list[str], arch: str, workers: int) -> dict[str, float]:
@@ -76,21 +75,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.trial is not None:
         print(json.dumps(_trial(args.trial, args.arch, args.workers)))
         return 0
-    files = sorted(corpus_files(args.corpus), key=lambda f: f.stat().st_size, reverse=True)
-    if args.largest:
-        files = files[: args.largest]
+    files = largest_files(args.corpus, args.largest)
     print(f"{len(files)} kernels, {args.workers} workers, {args.trials} fresh processes")
     trials = []
     for number in range(args.trials):
-        command = [sys.executable, "-m", "benchmarks.compile.first_batch", "--workers"]
-        command += [str(args.workers), "--arch", args.arch, "--trial", *map(str, files)]
-        done = subprocess.run(
-            command, capture_output=True, text=True, env=child_environ(), check=False
-        )
-        if done.returncode != 0:
-            print(done.stderr, file=sys.stderr)
+        command = ["--workers", str(args.workers), "--arch", args.arch, "--trial"]
+        trial = fresh_trial("benchmarks.compile.first_batch", [*command, *map(str, files)])
+        if trial is None:
             return 1
-        trial = json.loads(done.stdout.splitlines()[-1])
         trials.append(trial)
         print(
             f"trial {number + 1}: engine start {trial['engine_start']:.3f} s, set-up "

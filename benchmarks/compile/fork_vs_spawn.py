@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from asynccomp._os import child_environ
-from benchmarks._corpus import add_corpus_argument, corpus_files
+from benchmarks._corpus import add_corpus_argument, largest_files
+from benchmarks._trials import fresh_trial
 
 
 def _trial(files: list[str], arch: str, kind: str) -> dict[str, object]:
@@ -76,24 +75,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.trial is not None:
         print(json.dumps(_trial(args.trial, args.arch, args.kind)))
         return 0
-    files = sorted(corpus_files(args.corpus), key=lambda f: f.stat().st_size, reverse=True)
-    if args.largest:
-        files = files[: args.largest]
+    files = largest_files(args.corpus, args.largest)
     print(f"{len(files)} kernels, 1 NVRTC worker, {args.pairs} pairs of fresh processes")
     pairs = []
     for number in range(args.pairs):
         order = ("fork", "spawn") if number % 2 == 0 else ("spawn", "fork")
         best: dict[str, float] = {}
         for kind in order:
-            command = [sys.executable, "-m", "benchmarks.compile.fork_vs_spawn", "--arch"]
-            command += [args.arch, "--kind", kind, "--trial", *map(str, files)]
-            done = subprocess.run(
-                command, capture_output=True, text=True, env=child_environ(), check=False
-            )
-            if done.returncode != 0:
-                print(done.stderr, file=sys.stderr)
+            command = ["--arch", args.arch, "--kind", kind, "--trial", *map(str, files)]
+            trial = fresh_trial("benchmarks.compile.fork_vs_spawn", command)
+            if trial is None:
                 return 1
-            trial = json.loads(done.stdout.splitlines()[-1])
             assert trial["processes"] == (2 if kind == "fork" else 1), trial
             best[kind] = min(trial["passes"])
         ratio = best["fork"] / best["spawn"]
