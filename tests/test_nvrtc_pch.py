@@ -6,10 +6,12 @@ second to make); TileLang's own are in test_tilelang.py.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,8 +23,11 @@ import pytest
 from asynccomp import CompileJob, InvalidJob
 from asynccomp._os import running
 from asynccomp.backends import BackendOptions, NvrtcBackend
+from asynccomp.backends._base import PreparedCompile
+from asynccomp.backends._nvrtc_api import compile_prepared
 from asynccomp.backends._nvrtc_files import sweep_worker_folders, worker_folders_root
-from asynccomp.backends._nvrtc_workers import header_prefix, pch_key
+from asynccomp.backends._nvrtc_shared_pch import FOLDER_ENV, compile_sharing
+from asynccomp.backends._nvrtc_workers import NvrtcWorkers, header_prefix, pch_key
 from asynccomp.toolkit import find_toolkit
 
 pytestmark = pytest.mark.skipif(
@@ -44,6 +49,17 @@ def source(prefix: str, n: int) -> str:
 @pytest.fixture
 async def backend() -> AsyncIterator[NvrtcBackend]:
     started = NvrtcBackend(find_toolkit(), mode="processes", workers=2)
+    try:
+        yield started
+    finally:
+        await started.aclose()
+
+
+@pytest.fixture
+async def private() -> AsyncIterator[NvrtcBackend]:
+    """Workers that each keep their own PCH, as spawned workers do (they cannot share)."""
+    started = NvrtcBackend(find_toolkit(), mode="processes", workers=2)
+    started.pool = NvrtcWorkers(2, share_pch=False)
     try:
         yield started
     finally:
@@ -87,7 +103,8 @@ def test_pch_key_follows_prefix_and_options() -> None:
     )
 
 
-async def test_same_prefix_goes_to_the_worker_holding_its_pch(backend: NvrtcBackend) -> None:
+async def test_same_prefix_goes_to_the_worker_holding_its_pch(private: NvrtcBackend) -> None:
+    backend = private
     pool = backend.pool
     assert pool is not None
     await pool.warm_up()
@@ -112,7 +129,8 @@ async def test_same_prefix_goes_to_the_worker_holding_its_pch(backend: NvrtcBack
         pid = holders[pch_key(backend.prepare(job, BackendOptions("sm_90a"))) or ""]
         assert USED in logs[prefix]
         assert str(folders[pid]) in logs[prefix]  # the PCH file of that worker
-    assert pool.pch_counts() == {"created": 2, "reused": 4, "not_made": 0, "retired": 0}
+    counts = {"created": 2, "reused": 4, "shared": 0, "not_made": 0, "retired": 0}
+    assert pool.pch_counts() == counts
 
 
 async def test_pch_and_plain_compiles_are_byte_identical(backend: NvrtcBackend) -> None:
@@ -123,11 +141,61 @@ async def test_pch_and_plain_compiles_are_byte_identical(backend: NvrtcBackend) 
     assert made == used == plain
 
 
+async def test_forked_workers_share_one_pch_per_prefix(backend: NvrtcBackend) -> None:
+    """One worker makes the PCH into the backend's shared folder; every worker forked
+    from the same template uses that file (NVRTC refuses one made by another process),
+    and none makes one of its own."""
+    pool = backend.pool
+    assert pool is not None
+    await pool.warm_up()
+    made_log, _ = await compile_one(backend, source("p1", 20))
+    assert MADE in made_log
+    shared = pool.shared_folder
+    assert shared is not None and str(shared) in made_log
+    users: dict[int, str] = {}
+
+    async def one(n: int) -> None:
+        log, _ = await compile_one(backend, source("p1", n))
+        users[n] = log
+
+    async with anyio.create_task_group() as tg:  # both workers busy at once
+        for n in (21, 22):
+            tg.start_soon(one, n)
+    for log in users.values():
+        assert USED in log and str(shared) in log, log
+    assert sorted(pool.worker_pids()) == sorted(pool.worker_folders())
+    assert len(pool.worker_pids()) == 2
+    for folder in pool.worker_folders().values():
+        assert pch_files(folder) == []  # no worker made a PCH of its own
+    assert pool.pch_holders() == dict.fromkeys(pool.worker_pids(), ())
+    assert pool.pch_counts()["shared"] == 3
+    # Another prefix gets a shared file of its own; the first stays.
+    other_log, _ = await compile_one(backend, source("p2", 23))
+    assert MADE in other_log and str(shared) in other_log
+    assert len(list(shared.glob("*-" + "?" * 20 + ".pch"))) == 2
+    await backend.aclose()
+    assert not shared.exists()
+
+
+async def test_a_new_worker_uses_the_pch_its_dead_sibling_made(backend: NvrtcBackend) -> None:
+    pool = backend.pool
+    assert pool is not None
+    made_log, made = await compile_one(backend, source("p2", 24))
+    assert MADE in made_log
+    (pid,) = pool.worker_pids()
+    os.kill(pid, signal.SIGKILL)
+    used_log, used = await compile_one(backend, source("p2", 24))
+    assert USED in used_log, used_log  # a new fork of the same template
+    assert pid not in pool.worker_pids()
+    assert made == used
+
+
 def pch_files(folder: Path) -> list[Path]:
     return list(folder.glob("__nvrtc_auto_pch_*/*.pch"))
 
 
-async def test_a_killed_worker_leaves_no_pch(backend: NvrtcBackend) -> None:
+async def test_a_killed_worker_leaves_no_pch(private: NvrtcBackend) -> None:
+    backend = private
     pool = backend.pool
     assert pool is not None
     await compile_one(backend, source("p1", 6))
@@ -232,8 +300,9 @@ def test_a_killed_engines_pch_is_removed_by_the_next(
     mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SIGKILL an engine whose NVRTC made a PCH (in its own threads, or in a worker): the
-    files stay (NVRTC removes them only at a normal exit), and the next NVRTC backend's
-    start removes them."""
+    files stay (NVRTC removes its own only at a normal exit; the workers' shared ones
+    are the engine's to remove as it closes), and the next NVRTC backend's start
+    removes them."""
     import tempfile
 
     tmp = tmp_path / "tmp"
@@ -249,8 +318,11 @@ def test_a_killed_engines_pch_is_removed_by_the_next(
         pch = Path(engine.stdout.readline().strip())  # the script's own limit: 600 s
         engine.kill()
     assert pch.is_file() and pch.is_relative_to(tmp), pch
-    folder = pch.parent  # NVRTC's __nvrtc_auto_pch_<pid of the compiling process>_0
-    compiler = int(folder.name.split("_")[-2])
+    folder = pch.parent
+    if mode == "threads":  # NVRTC's __nvrtc_auto_pch_<pid of the compiling process>_0
+        compiler = int(folder.name.split("_")[-2])
+    else:  # the workers' shared folder, <engine pid>-<n>: <template>-<key>.<worker>.pch
+        compiler = int(pch.name.split(".")[-2])
     deadline = time.monotonic() + 10
     while mode == "processes" and running(compiler):  # it dies with its engine
         assert time.monotonic() < deadline, "the worker outlived its engine"
@@ -287,3 +359,85 @@ def test_looking_for_the_worker_folders_makes_none(
     before = sorted(tmp_path.iterdir())
     assert existing_worker_folders_root() is None
     assert sorted(tmp_path.iterdir()) == before
+
+
+# The sharing protocol itself, in this process: compile_sharing as a worker forked from a
+# template (pid 4242) runs it, with the shared folder in tmp_path.
+
+
+@pytest.fixture
+def sharing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from asynccomp.backends import _nvrtc_shared_pch
+
+    monkeypatch.setattr(_nvrtc_shared_pch, "template_pid", lambda: 4242)
+    monkeypatch.setenv(FOLDER_ENV, str(tmp_path / "shared"))
+    return tmp_path / "shared"
+
+
+def prepared_of(text: str) -> PreparedCompile:
+    nvrtc = NvrtcBackend(find_toolkit())
+    return nvrtc.prepare(CompileJob(text, arch="sm_90a", pch=True), BackendOptions("sm_90a"))
+
+
+def test_a_dead_makers_claim_is_taken_over_and_the_file_shared(sharing: Path) -> None:
+    prepared = prepared_of(source("p1", 30))
+    key = pch_key(prepared)
+    sharing.mkdir()
+    (sharing / f"4242-{key}.lock").write_text(str(dead_pid()))
+    made = compile_sharing(prepared, key)
+    assert made.status == "ok" and MADE in made.log, made.log
+    assert (sharing / f"4242-{key}.pch").is_file()
+    assert not (sharing / f"4242-{key}.lock").exists()
+    used = compile_sharing(prepared_of(source("p1", 31)), key)
+    assert USED in used.log and f"4242-{key}.pch" in used.log, used.log
+
+
+def test_a_prefix_a_live_sibling_is_making_compiles_without_pch(sharing: Path) -> None:
+    prepared = prepared_of(source("p1", 32))
+    key = pch_key(prepared)
+    sharing.mkdir()
+    (sharing / f"4242-{key}.lock").write_text(str(os.getpid()))  # alive: this process
+    out = compile_sharing(prepared, key)
+    assert out.status == "ok" and "precompiled header" not in out.log, out.log
+    assert sorted(p.name for p in sharing.iterdir()) == [f"4242-{key}.lock"]
+    plain = compile_prepared(dataclasses.replace(prepared, options=prepared.options[1:]))
+    assert out.binary == plain.binary
+
+
+def test_past_the_bound_a_new_prefix_compiles_without_pch(
+    sharing: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asynccomp.backends import _nvrtc_shared_pch
+
+    monkeypatch.setattr(_nvrtc_shared_pch, "MAX_SHARED", 1)
+    sharing.mkdir()
+    (sharing / f"4242-{'0' * 20}.pch").write_bytes(b"another prefix's")
+    prepared = prepared_of(source("p2", 33))
+    out = compile_sharing(prepared, pch_key(prepared))
+    assert out.status == "ok" and "precompiled header" not in out.log, out.log
+    assert len(list(sharing.iterdir())) == 1
+
+
+def test_a_stopped_maker_leaves_no_file_and_no_claim(sharing: Path) -> None:
+    prepared = prepared_of(source("p2", 34))
+    stop = threading.Event()
+    stop.set()  # cancelled before NVRTC's first call back
+    out = compile_sharing(prepared, pch_key(prepared), stop)
+    assert out.status == "timeout", (out.status, out.log)
+    assert list(sharing.iterdir()) == []  # the next compile makes it
+
+
+def test_outside_a_forked_worker_nothing_is_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(FOLDER_ENV, str(tmp_path / "shared"))
+    prepared = prepared_of('#line 1 "x.cu"\n' + BODY.format(n=35))
+    out = compile_sharing(prepared, pch_key(prepared))  # template_pid() is None here
+    assert out.status == "ok", out.log
+    assert not (tmp_path / "shared").exists()
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid

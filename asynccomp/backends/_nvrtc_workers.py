@@ -19,12 +19,16 @@ where NVRTC writes its automatic precompiled headers; it is removed whenever the
 ends, and a backend removes the folders of engines that no longer run as it starts its
 first worker and as it closes.
 
-**Precompiled headers** (jobs rendered with ``-pch``): a PCH is usable only in the process
-that made it, so a job goes to an idle worker that holds the PCH for its header prefix and
-options (:func:`pch_key`, the worker's tag) when there is one, else to one holding none,
-else to any. Which PCH a worker holds is read from NVRTC's log; a worker that comes to hold
-more than :data:`MAX_PCH_PER_WORKER` is recycled after its job (its files go with it),
-which bounds the disk used at about ``workers x MAX_PCH_PER_WORKER x 450 MB``.
+**Precompiled headers** (jobs rendered with ``-pch``): workers forked from the template
+share one PCH per header prefix and options (:func:`pch_key`), made by the first of them
+to need it, in a folder of the backend's (:mod:`._nvrtc_shared_pch`: the others compile
+without one meanwhile). Where workers cannot share (spawned, not forked; a prefix past
+the shared bound, or one NVRTC declined to share), a PCH is usable only in the process
+that made it, so a job goes to an idle worker that holds the PCH for its key (the
+worker's tag) when there is one, else to one holding none, else to any. Which PCH a
+worker holds is read from NVRTC's log; a worker that comes to hold more than
+:data:`MAX_PCH_PER_WORKER` is recycled after its job (its files go with it), which
+bounds the disk used at about ``workers x MAX_PCH_PER_WORKER x 450 MB``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import hashlib
 import itertools
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +53,7 @@ from ..workers import PoolSettings, WorkerPool, cancel_event
 from ._base import BackendOutput, PreparedCompile
 from ._nvrtc_api import compile_prepared, uses_pch
 from ._nvrtc_files import existing_worker_folders_root, sweep_worker_folders, worker_folders_root
+from ._nvrtc_shared_pch import FOLDER_ENV, compile_sharing
 
 __all__ = (
     "CANCEL_GRACE",
@@ -128,7 +134,7 @@ def _load(warmup: PreparedCompile | None) -> None:
 def _compile(prepared: PreparedCompile) -> BackendOutput:
     """A task: one compile, stopped early when its pool cancels it."""
     try:
-        return compile_prepared(prepared, cancel_event())
+        return compile_sharing(prepared, pch_key(prepared), cancel_event())
     except Exception as exc:  # report, don't die: the parent maps it to a failure
         return BackendOutput("internal", None, "", f"NVRTC worker error: {exc!r}")
 
@@ -136,11 +142,16 @@ def _compile(prepared: PreparedCompile) -> BackendOutput:
 class NvrtcWorkers:
     """Up to ``size`` NVRTC worker processes (see the module's doc)."""
 
-    def __init__(self, size: int, warmup: PreparedCompile | None = None) -> None:
+    def __init__(
+        self, size: int, warmup: PreparedCompile | None = None, *, share_pch: bool = True
+    ) -> None:
         self.size = size
         self._warmup = warmup
-        self._root: Path | None = None  # made, and swept, at the first start
-        self._pch = {"created": 0, "reused": 0, "not_made": 0, "retired": 0}
+        self._share_pch = share_pch
+        self._root: Path | None = None  # made with the pool, swept at the first start
+        self._swept = False
+        self._shared: Path | None = None  # the workers' shared PCH files (made by them)
+        self._pch = {"created": 0, "reused": 0, "shared": 0, "not_made": 0, "retired": 0}
         self._pool: WorkerPool | None = None  # made at the first need
         self._watchers: list[Callable[[], None]] = []
 
@@ -153,6 +164,9 @@ class NvrtcWorkers:
         return self._pool
 
     def _settings(self) -> PoolSettings:
+        self._root = worker_folders_root()
+        if self._share_pch:
+            self._shared = self._root / f"{os.getpid()}-{next(_FOLDER_NUMBERS)}"
         return PoolSettings(
             "nvrtc",
             self.size,
@@ -165,12 +179,15 @@ class NvrtcWorkers:
             # every job names (see with_caller_folders), never this one's.
             cwd=empty_folder(),
             python=worker_python(),
+            environ={} if self._shared is None else {FOLDER_ENV: str(self._shared)},
         )
 
     def _new_folder(self) -> Path:
         """A fresh folder for one worker (the first also sweeps stale ones)."""
         if self._root is None:
             self._root = worker_folders_root()
+        if not self._swept:
+            self._swept = True
             _sweep(self._root)
         while True:
             folder = self._root / f"{os.getpid()}-{next(_FOLDER_NUMBERS)}"
@@ -187,14 +204,20 @@ class NvrtcWorkers:
         """Each live worker's folder (its ``$TMPDIR``, where its PCH files are)."""
         return {} if self._pool is None else self._pool.folders()
 
+    @property
+    def shared_folder(self) -> Path | None:
+        """Where the workers share their PCH files (``None``: they do not share)."""
+        return self._shared
+
     def pch_holders(self) -> dict[int, tuple[str, ...]]:
         """The precompiled headers (:func:`pch_key`) each live worker holds."""
         return {} if self._pool is None else self._pool.tags()
 
     def pch_counts(self) -> dict[str, int]:
         """Compiles with ``-pch`` that made a PCH (``created``), used one (``reused``),
-        or neither (``not_made``: NVRTC declined, e.g. a ``#line`` in the prefix), and
-        workers retired for holding too many (``retired``)."""
+        or neither (``not_made``: NVRTC declined, e.g. a ``#line`` in the prefix, or a
+        sibling was making the shared one), of which made or used a PCH the workers
+        share (``shared``), and workers retired for holding too many (``retired``)."""
         return dict(self._pch)
 
     def watch(self, changed: Callable[[], None]) -> None:
@@ -252,6 +275,9 @@ class NvrtcWorkers:
         else:
             self._pch["not_made"] += 1
             return
+        if self._shared is not None and str(self._shared) in out.log:
+            self._pch["shared"] += 1
+            return  # not this worker's: any worker of the template uses it
         if self.pool.tag(pid, key, retire_over=MAX_PCH_PER_WORKER) == "retired":
             self._pch["retired"] += 1
 
@@ -262,9 +288,15 @@ class NvrtcWorkers:
         # compile server restarted, then serving cache hits only) left that one's
         # folders, precompiled headers of hundreds of MB, for whoever came next.
         with anyio.CancelScope(shield=True):
+            if self._shared is not None:
+                await anyio.to_thread.run_sync(_remove, self._shared)
             root = self._root or await anyio.to_thread.run_sync(existing_worker_folders_root)
             if root is not None:
                 await anyio.to_thread.run_sync(_sweep, root)
+
+
+def _remove(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _sweep(root: Path) -> None:

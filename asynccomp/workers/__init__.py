@@ -15,7 +15,8 @@ from another thread).
   owner whichever thread started it (:mod:`._watch`), one worker loop
   (:mod:`._child`).
 
-A task that can stop early watches :func:`cancel_event`.
+A task that can stop early watches :func:`cancel_event`; :func:`template_pid` tells a
+task whether its worker is a fork of a template, and of which.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._child import cancel_event
+    from ._child import cancel_event, template_pid
     from ._model import describe_exit
     from ._pool import TaskHandle, WorkerPool
     from ._settings import Outcome, PoolSettings, PoolStatistics, TaskResult
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 # imports only what serves tasks, not the pool's side.
 _LAZY = {
     "cancel_event": "._child",
+    "template_pid": "._child",
     "describe_exit": "._model",
     "TaskHandle": "._pool",
     "WorkerPool": "._pool",
@@ -61,4 +63,5 @@ __all__ = (
     "WorkerPool",
     "cancel_event",
     "describe_exit",
+    "template_pid",
 )

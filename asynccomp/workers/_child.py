@@ -28,7 +28,7 @@ from typing import Any
 from . import _frames
 from ._watch import die_with
 
-__all__ = ("cancel_event", "name_process", "serve")
+__all__ = ("cancel_event", "name_process", "serve", "template_pid")
 
 _PR_SET_NAME = 15
 
@@ -58,6 +58,15 @@ class _Running:
 
 
 _running = _Running()
+_template: int | None = None  # set by serve() in a worker forked from a template
+
+
+def template_pid() -> int | None:
+    """The template this worker was forked from (its pid), ``None`` in a worker that
+    was spawned or outside a worker. Forks of one template have what it loaded at the
+    same addresses, so they can share what only one process could use otherwise
+    (NVRTC's precompiled headers: :mod:`asynccomp.backends._nvrtc_shared_pch`)."""
+    return _template
 
 
 def cancel_event() -> threading.Event:
@@ -122,8 +131,13 @@ def _read(tasks: Any, work: queue.SimpleQueue[tuple[int, Any, Any] | None]) -> N
         work.put(None)  # the pool is gone or closed the pipe: the worker ends
 
 
-def serve(tasks_fd: int, results_fd: int, owner: int, name: str) -> int:
-    """The worker's life; returns its exit status."""
+def serve(
+    tasks_fd: int, results_fd: int, owner: int, name: str, template: int | None = None
+) -> int:
+    """The worker's life; returns its exit status. ``template``: the pid of the
+    template it was forked from (:func:`template_pid`)."""
+    global _template
+    _template = template
     die_with(owner)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     name_process(f"acw-{name}")

@@ -70,12 +70,12 @@ def _fork(control: socket.socket, fds: list[int], owner: int, name: str) -> int:
     pid = os.fork()
     if pid:
         return pid
-    status = 1
+    status, template = 1, os.getppid()
     try:  # the worker: nothing of the template's but what it imported
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         control.close()
         os.setsid()
-        status = _child.serve(fds[0], fds[1], owner, name)
+        status = _child.serve(fds[0], fds[1], owner, name, template)
     finally:
         os._exit(status)
 
