@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -142,16 +141,20 @@ async def test_pch_and_plain_compiles_are_byte_identical(backend: NvrtcBackend) 
 
 
 async def test_forked_workers_share_one_pch_per_prefix(backend: NvrtcBackend) -> None:
-    """One worker makes the PCH into the backend's shared folder; every worker forked
-    from the same template uses that file (NVRTC refuses one made by another process),
-    and none makes one of its own."""
+    """The first worker to make a PCH publishes it in the backend's shared folder; every
+    worker forked from the same template then uses that file (NVRTC refuses one made by
+    another process), and no other makes one of its own."""
     pool = backend.pool
     assert pool is not None
     await pool.warm_up()
     made_log, _ = await compile_one(backend, source("p1", 20))
     assert MADE in made_log
+    ((maker, maker_folder),) = [(p, f) for p, f in pool.worker_folders().items() if pch_files(f)]
     shared = pool.shared_folder
-    assert shared is not None and str(shared) in made_log
+    assert shared is not None
+    (published,) = shared.iterdir()
+    (own,) = pch_files(maker_folder)
+    assert published.samefile(own)  # one file, two names
     users: dict[int, str] = {}
 
     async def one(n: int) -> None:
@@ -162,17 +165,21 @@ async def test_forked_workers_share_one_pch_per_prefix(backend: NvrtcBackend) ->
         for n in (21, 22):
             tg.start_soon(one, n)
     for log in users.values():
-        assert USED in log and str(shared) in log, log
-    assert sorted(pool.worker_pids()) == sorted(pool.worker_folders())
+        assert USED in log and str(published) in log, log
     assert len(pool.worker_pids()) == 2
-    for folder in pool.worker_folders().values():
-        assert pch_files(folder) == []  # no worker made a PCH of its own
-    assert pool.pch_holders() == dict.fromkeys(pool.worker_pids(), ())
-    assert pool.pch_counts()["shared"] == 3
+    for pid, folder in pool.worker_folders().items():
+        assert len(pch_files(folder)) == (pid == maker)  # the other made none
+    assert pool.pch_counts() == {
+        "created": 1,
+        "reused": 2,
+        "shared": 2,
+        "not_made": 0,
+        "retired": 0,
+    }
     # Another prefix gets a shared file of its own; the first stays.
     other_log, _ = await compile_one(backend, source("p2", 23))
-    assert MADE in other_log and str(shared) in other_log
-    assert len(list(shared.glob("*-" + "?" * 20 + ".pch"))) == 2
+    assert MADE in other_log
+    assert len(list(shared.iterdir())) == 2
     await backend.aclose()
     assert not shared.exists()
 
@@ -191,7 +198,7 @@ async def test_a_new_worker_uses_the_pch_its_dead_sibling_made(backend: NvrtcBac
 
 
 def pch_files(folder: Path) -> list[Path]:
-    return list(folder.glob("__nvrtc_auto_pch_*/*.pch"))
+    return list(folder.rglob("*.pch"))
 
 
 async def test_a_killed_worker_leaves_no_pch(private: NvrtcBackend) -> None:
@@ -281,14 +288,16 @@ def test_an_ended_engine_not_yet_reaped_has_its_folders_swept() -> None:
 # An engine that compiles one job with -pch, says where NVRTC put its PCH, and waits to
 # be killed.
 ENGINE_SCRIPT = """
-import sys, anyio
+import sys, anyio, psutil
 from asynccomp import CompileJob, Engine
 
 async def main() -> None:
     async with Engine(arch="sm_90a", nvrtc_workers=1, nvrtc_mode=sys.argv[1], cache=False) as e:
         result = await e.compile(CompileJob(sys.argv[2], arch="sm_90a", pch=True))
         made = [line for line in result.log.splitlines() if "creating precompiled" in line]
-        print(made[0].split('"')[3], flush=True)
+        workers = [p.pid for p in psutil.Process().children(recursive=True)
+                   if p.name().startswith("acw-")]
+        print(made[0].split('"')[3], *workers, flush=True)
         await anyio.sleep(600)
 
 anyio.run(main)
@@ -315,17 +324,15 @@ def test_a_killed_engines_pch_is_removed_by_the_next(
         text=True,
     ) as engine:
         assert engine.stdout is not None
-        pch = Path(engine.stdout.readline().strip())  # the script's own limit: 600 s
+        said = engine.stdout.readline().split()  # the script's own limit: 600 s
         engine.kill()
+    pch, workers = Path(said[0]), [int(pid) for pid in said[1:]]
     assert pch.is_file() and pch.is_relative_to(tmp), pch
-    folder = pch.parent
-    if mode == "threads":  # NVRTC's __nvrtc_auto_pch_<pid of the compiling process>_0
-        compiler = int(folder.name.split("_")[-2])
-    else:  # the workers' shared folder, <engine pid>-<n>: <template>-<key>.<worker>.pch
-        compiler = int(pch.name.split(".")[-2])
+    folder = pch.parent  # NVRTC's __nvrtc_auto_pch_<pid>_0, or a worker's <engine pid>-<n>
+    assert bool(workers) == (mode == "processes")
     deadline = time.monotonic() + 10
-    while mode == "processes" and running(compiler):  # it dies with its engine
-        assert time.monotonic() < deadline, "the worker outlived its engine"
+    while any(running(pid) for pid in workers):  # they die with their engine
+        assert time.monotonic() < deadline, "a worker outlived its engine"
         time.sleep(0.05)
     assert folder.exists(), "NVRTC removed it itself: nothing to test"
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
@@ -379,52 +386,81 @@ def prepared_of(text: str) -> PreparedCompile:
     return nvrtc.prepare(CompileJob(text, arch="sm_90a", pch=True), BackendOptions("sm_90a"))
 
 
-def test_a_dead_makers_claim_is_taken_over_and_the_file_shared(sharing: Path) -> None:
-    prepared = prepared_of(source("p1", 30))
-    key = pch_key(prepared)
-    sharing.mkdir()
-    (sharing / f"4242-{key}.lock").write_text(str(dead_pid()))
-    made = compile_sharing(prepared, key)
-    assert made.status == "ok" and MADE in made.log, made.log
-    assert (sharing / f"4242-{key}.pch").is_file()
-    assert not (sharing / f"4242-{key}.lock").exists()
-    used = compile_sharing(prepared_of(source("p1", 31)), key)
-    assert USED in used.log and f"4242-{key}.pch" in used.log, used.log
+# Makes a PCH of argv[1]'s source in a process of its own, at argv[2].
+MAKE_ELSEWHERE = """
+import sys
+from asynccomp import CompileJob
+from asynccomp.backends import BackendOptions, NvrtcBackend
+from asynccomp.backends._nvrtc_api import compile_prepared
+from asynccomp.toolkit import find_toolkit
+job = CompileJob(sys.argv[1], arch="sm_90a", pch=True)
+prepared = NvrtcBackend(find_toolkit()).prepare(job, BackendOptions("sm_90a"))
+options = (f"--create-pch={sys.argv[2]}", *prepared.options[1:])
+out = compile_prepared(prepared.__class__(**{**prepared.__dict__, "options": options}))
+assert "creating precompiled header" in out.log, out.log
+"""
 
 
-def test_a_prefix_a_live_sibling_is_making_compiles_without_pch(sharing: Path) -> None:
-    prepared = prepared_of(source("p1", 32))
+def test_a_pch_made_elsewhere_is_refused_and_unpublished(sharing: Path) -> None:
+    """A published file NVRTC refuses (made by another process: its heap is elsewhere)
+    fails no compile: the compile goes without it, and takes it down for the others."""
+    text = source("p2", 30)
+    prepared = prepared_of(text)
     key = pch_key(prepared)
     sharing.mkdir()
-    (sharing / f"4242-{key}.lock").write_text(str(os.getpid()))  # alive: this process
+    foreign = sharing / f"4242-{key}.pch"
+    subprocess.run(
+        [sys.executable, "-c", MAKE_ELSEWHERE, text, str(foreign)], check=True, timeout=300
+    )
     out = compile_sharing(prepared, key)
-    assert out.status == "ok" and "precompiled header" not in out.log, out.log
-    assert sorted(p.name for p in sharing.iterdir()) == [f"4242-{key}.lock"]
+    assert out.status == "ok" and "incompatible precompiled header" in out.log, out.log
+    assert not foreign.exists()
     plain = compile_prepared(dataclasses.replace(prepared, options=prepared.options[1:]))
     assert out.binary == plain.binary
 
 
-def test_past_the_bound_a_new_prefix_compiles_without_pch(
-    sharing: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture
+def own_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A worker's own folder (its ``$TMPDIR``, where it makes its PCH files)."""
+    import tempfile
+
+    folder = tmp_path / "own"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def test_a_made_pch_is_published_and_ended_templates_files_go(
+    sharing: Path, own_folder: Path
+) -> None:
+    sharing.mkdir()
+    ended = sharing / f"{dead_pid()}-{'1' * 20}.pch"  # an ended template's
+    ended.write_bytes(b"of no use to anyone")
+    prepared = prepared_of(source("p1", 33))
+    key = pch_key(prepared)
+    made = compile_sharing(prepared, key)
+    assert made.status == "ok" and MADE in made.log, made.log
+    (own,) = own_folder.iterdir()
+    assert sorted(sharing.iterdir()) == [sharing / f"4242-{key}.pch"]
+    assert (sharing / f"4242-{key}.pch").samefile(own)
+    used = compile_sharing(prepared_of(source("p1", 34)), key)
+    assert USED in used.log and str(sharing / f"4242-{key}.pch") in used.log, used.log
+
+
+def test_past_the_bound_nothing_more_is_published(
+    sharing: Path, own_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from asynccomp.backends import _nvrtc_shared_pch
 
     monkeypatch.setattr(_nvrtc_shared_pch, "MAX_SHARED", 1)
     sharing.mkdir()
-    (sharing / f"4242-{'0' * 20}.pch").write_bytes(b"another prefix's")
-    prepared = prepared_of(source("p2", 33))
+    mine = sharing / f"4242-{'0' * 20}.pch"
+    mine.write_bytes(b"another prefix's")
+    prepared = prepared_of('#line 1 "x.cu"\n' + BODY.format(n=35))  # no PCH made
     out = compile_sharing(prepared, pch_key(prepared))
-    assert out.status == "ok" and "precompiled header" not in out.log, out.log
-    assert len(list(sharing.iterdir())) == 1
-
-
-def test_a_stopped_maker_leaves_no_file_and_no_claim(sharing: Path) -> None:
-    prepared = prepared_of(source("p2", 34))
-    stop = threading.Event()
-    stop.set()  # cancelled before NVRTC's first call back
-    out = compile_sharing(prepared, pch_key(prepared), stop)
-    assert out.status == "timeout", (out.status, out.log)
-    assert list(sharing.iterdir()) == []  # the next compile makes it
+    assert out.status == "ok", out.log
+    assert sorted(sharing.iterdir()) == [mine]
+    assert list(own_folder.iterdir()) == []  # NVRTC's automatic mode, as without sharing
 
 
 def test_outside_a_forked_worker_nothing_is_shared(

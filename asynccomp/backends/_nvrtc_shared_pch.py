@@ -2,54 +2,93 @@
 
 NVRTC's PCH lives in a heap at an address fixed per loaded instance of NVRTC: a PCH
 file made by one process is refused by another (warning #20282-D, "incompatible
-precompiled header (PCH) heap allocation address"), so by default every worker makes
-its own (250-450 MB and 1-3 s each for TileLang's headers) for every prefix it meets.
-Workers forked from one template share that address (checked with NVRTC 13.5 here: a
-file one fork made, another fork used, whether the heap was set before the fork or
-after), so they can share the files:
+precompiled header (PCH) heap allocation address"), so with NVRTC's automatic PCH every
+worker makes its own (250-450 MB and 1-3 s each for TileLang's headers) for every
+prefix it meets. Workers forked from one template share that address (checked with
+NVRTC 13.5 here: a file one fork made, another fork used, whether the heap was set
+before the fork or after), so they can share the files:
 
 - A compile with ``-pch`` in a forked worker looks in the pool's shared folder
   (``$ASYNCCOMP_NVRTC_SHARED_PCH``) for ``<template pid>-<pch_key>.pch``. There: it
-  compiles with ``--use-pch=`` that file.
-- Not there: the first worker to claim ``<...>.lock`` (made exclusively, holding its
-  pid) makes it with ``--create-pch=`` a file of its own name, linked to the shared name
-  once NVRTC says it made it, so no reader ever sees half a file. NVRTC declining (a
-  ``#line`` in the prefix, a heap too small) leaves ``<...>.none``: that prefix goes
-  back to each worker's own automatic PCH.
-- Another worker's claim in progress: the compile goes without a PCH (faster than
-  making a second one: about 1.8 s against 2.7 s for TileLang's headers), and so does
-  every compile once :data:`MAX_SHARED` files exist and this prefix has none.
-- A claim whose worker died (killed at a timeout) is taken over by the next compile.
+  compiles with ``--use-pch=`` that file, and makes none of its own.
+- Not there: it makes one (``--create-pch=`` a file in the worker's own folder) as
+  NVRTC's automatic PCH would, then publishes it under the shared name: a hard link,
+  made once NVRTC has written the whole file, so no reader sees half of one.
 
-The output is the same bytes whichever way a compile goes (a PCH changes how fast the
-headers are read, not the code). Spawned workers (no template) and compiles in an
-engine's own threads keep NVRTC's automatic PCH in their own folder.
+So the first compiles of a batch run as before (each worker making its own PCH, in
+parallel, is faster than waiting for one: about 2.7 s against 1.8 s without a PCH and
+0.6 s with one, for TileLang's headers), and every compile after the first PCH exists,
+on any worker (one started later, one recycled, one whose first job had another prefix),
+uses it instead of making another. A file NVRTC refuses anyway (a worker whose heap
+moved when it had to grow) is unpublished by the first compile that finds it refused;
+past :data:`MAX_SHARED` files of a template nothing more is published, and the files of
+templates that ended are removed as a file is published. The output is the same bytes
+whichever way a compile goes (a PCH changes how fast the headers are read, not the
+code). Spawned workers (no template) and compiles in an engine's own threads keep
+NVRTC's automatic PCH in their own folder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
+import re
+import tempfile
 import threading
 from pathlib import Path
 
 from .._os import running
 from ..workers import template_pid
 from ._base import BackendOutput, PreparedCompile
-from ._nvrtc_api import compile_prepared
+from ._nvrtc_api import compile_prepared, uses_pch
 
-__all__ = ("FOLDER_ENV", "MAX_SHARED", "compile_sharing")
+__all__ = ("FOLDER_ENV", "MAX_SHARED", "compile_sharing", "header_prefix", "pch_key")
 
 #: Where a pool's workers share their PCH files (set by the pool for its workers).
 FOLDER_ENV = "ASYNCCOMP_NVRTC_SHARED_PCH"
-#: Shared PCH files a pool keeps at most (each 250-450 MB); prefixes past it compile
-#: without a PCH.
+#: Shared PCH files of one template at most (each 250-450 MB); past it, workers keep
+#: their own as NVRTC's automatic PCH does.
 MAX_SHARED = 4
 
 _AUTO = ("-pch", "--pch")
+# What NVRTC's log says (NVRTC 12.8 to 13.5).
 _MADE = "creating precompiled header file"
 _MISSING = "cannot open precompiled header file"
+_REFUSED = "incompatible precompiled header (PCH) heap allocation address"
+_SHARED_NAME = re.compile(r"(\d+)-[0-9a-f]+\.pch")
+
+
+def header_prefix(source: str) -> str:
+    """The source's leading preprocessor lines (with blank and ``//`` comment lines): the
+    part an automatic precompiled header covers (NVRTC stops at the first other token).
+
+    >>> header_prefix('#include <a.h>\\n\\n// x\\n#include <b.h>\\nint k;\\n#include <c.h>\\n')
+    '#include <a.h>\\n\\n// x\\n#include <b.h>\\n'
+    """
+    end = 0
+    continued = False
+    for line in source.splitlines(keepends=True):
+        text = line.strip()
+        if not (continued or not text or text.startswith(("#", "//"))):
+            break
+        continued = text.endswith("\\")
+        end += len(line)
+    return source[:end]
+
+
+def pch_key(prepared: PreparedCompile) -> str | None:
+    """Which precompiled header a compile needs: its options and header prefix (NVRTC
+    makes a new PCH when either differs); ``None`` for a compile without ``-pch``. The
+    program name does not matter (NVRTC reuses a PCH across names: checked)."""
+    if prepared.backend != "nvrtc" or not uses_pch(prepared.options):
+        return None
+    digest = hashlib.sha256()
+    for option in prepared.options:
+        digest.update(option.encode("utf-8", "surrogateescape") + b"\0")
+    digest.update(header_prefix(prepared.source).encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()[:20]
 
 
 def _with(prepared: PreparedCompile, *extra: str) -> PreparedCompile:
@@ -58,69 +97,58 @@ def _with(prepared: PreparedCompile, *extra: str) -> PreparedCompile:
     return dataclasses.replace(prepared, options=(*extra, *options))
 
 
-def _claim(lock: Path) -> bool:
-    """Take ``lock`` for this process; one left by a process that died is taken over."""
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        except FileExistsError:
-            try:
-                holder = int(lock.read_text() or 0)
-            except (OSError, ValueError):
-                return False  # being written: it is someone's
-            if holder and running(holder):
-                return False
-            with contextlib.suppress(FileNotFoundError):
-                lock.unlink()  # its maker died making it
-            continue
-        except OSError:
-            return False  # the folder is gone or not writable: no sharing
-        with os.fdopen(fd, "w") as out:
-            out.write(str(os.getpid()))
-        return True
-    return False
-
-
 def compile_sharing(
     prepared: PreparedCompile, key: str | None, cancel: threading.Event | None = None
 ) -> BackendOutput:
-    """Compile ``prepared`` (``key``: its :func:`~._nvrtc_workers.pch_key`) with the PCH
-    its siblings share where it can; see the module's doc."""
+    """Compile ``prepared`` (``key``: its :func:`pch_key`) with the PCH its siblings
+    share where there is one, else publish the one it makes; see the module's doc."""
     folder = os.environ.get(FOLDER_ENV)
     template = template_pid()
     if key is None or not folder or template is None:
         return compile_prepared(prepared, cancel)
-    base = Path(folder, f"{template}-{key}")
-    pch, lock, none = (base.with_suffix(s) for s in (".pch", ".lock", ".none"))
-    if pch.exists():
-        out = compile_prepared(_with(prepared, f"--use-pch={pch}"), cancel)
-        if out.status == "failed" and _MISSING in out.log:  # removed under it
-            out = compile_prepared(_with(prepared), cancel)
+    shared = Path(folder, f"{template}-{key}.pch")
+    if shared.exists():
+        out = compile_prepared(_with(prepared, f"--use-pch={shared}"), cancel)
+        if _REFUSED in out.log:  # compiled without it: no sibling can use it either
+            shared.unlink(missing_ok=True)
+        elif out.status == "failed" and _MISSING in out.log:  # removed under it
+            out = compile_prepared(prepared, cancel)
         return out
-    if none.exists():
-        return compile_prepared(prepared, cancel)
-    with contextlib.suppress(OSError):
-        Path(folder).mkdir(mode=0o700, parents=True, exist_ok=True)
+    if _published(shared.parent, template) >= MAX_SHARED:
+        return compile_prepared(prepared, cancel)  # NVRTC's automatic PCH, this worker's
+    # Made as a file of this worker's (in its own folder), never with NVRTC's automatic
+    # -pch: a PCH is used only with the options it was made with (#629-D otherwise), and
+    # its users name it with --use-pch.
+    own = Path(tempfile.gettempdir(), f"asynccomp-{key}.pch")
+    out = compile_prepared(_with(prepared, f"--create-pch={own}"), cancel)
+    if out.status in ("ok", "failed") and _MADE in out.log and own.exists():
+        _publish(own, shared, template)
+    else:
+        own.unlink(missing_ok=True)
+    return out
+
+
+def _published(folder: Path, template: int) -> int:
+    """How many files ``template``'s workers share."""
     try:
-        full = len(list(Path(folder).glob(f"{template}-{'?' * len(key)}.pch"))) >= MAX_SHARED
+        return sum(1 for f in folder.glob(f"{template}-*.pch") if _SHARED_NAME.fullmatch(f.name))
     except OSError:
-        full = True
-    if full or not _claim(lock):
-        return compile_prepared(_with(prepared), cancel)
-    # NVRTC writes a file of this worker's name, linked to the shared name once whole
-    # (the log's name stays true); a maker that dies leaves only its own name.
-    made = base.with_suffix(f".{os.getpid()}.pch")
-    try:
-        out = compile_prepared(_with(prepared, f"--create-pch={made}"), cancel)
-        if out.status in ("ok", "failed") and _MADE in out.log and made.exists():
-            with contextlib.suppress(FileExistsError):
-                os.link(made, pch)
-        elif out.status in ("ok", "failed"):
-            none.touch()  # NVRTC's verdict on this prefix: not again
-            made.unlink(missing_ok=True)
-        else:  # stopped (a timeout, a cancel): the next compile makes it
-            made.unlink(missing_ok=True)
-        return out
-    finally:
-        with contextlib.suppress(OSError):
-            lock.unlink()
+        return 0
+
+
+def _publish(made: Path, shared: Path, template: int) -> None:
+    """Link ``made`` as ``shared`` (under the bound), removing ended templates' files."""
+    with contextlib.suppress(OSError):
+        shared.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mine = 0
+        for file in shared.parent.iterdir():
+            match = _SHARED_NAME.fullmatch(file.name)
+            if match is None:
+                continue
+            owner = int(match.group(1))
+            if owner == template:
+                mine += 1
+            elif not running(owner):  # no worker of an ended template is left to use it
+                file.unlink(missing_ok=True)
+        if mine < MAX_SHARED:
+            os.link(made, shared)  # whole: NVRTC has finished writing it

@@ -19,23 +19,22 @@ where NVRTC writes its automatic precompiled headers; it is removed whenever the
 ends, and a backend removes the folders of engines that no longer run as it starts its
 first worker and as it closes.
 
-**Precompiled headers** (jobs rendered with ``-pch``): workers forked from the template
-share one PCH per header prefix and options (:func:`pch_key`), made by the first of them
-to need it, in a folder of the backend's (:mod:`._nvrtc_shared_pch`: the others compile
-without one meanwhile). Where workers cannot share (spawned, not forked; a prefix past
-the shared bound, or one NVRTC declined to share), a PCH is usable only in the process
-that made it, so a job goes to an idle worker that holds the PCH for its key (the
-worker's tag) when there is one, else to one holding none, else to any. Which PCH a
-worker holds is read from NVRTC's log; a worker that comes to hold more than
-:data:`MAX_PCH_PER_WORKER` is recycled after its job (its files go with it), which
-bounds the disk used at about ``workers x MAX_PCH_PER_WORKER x 450 MB``.
+**Precompiled headers** (jobs rendered with ``-pch``): a PCH is usable only in the process
+that made it, or in a sibling forked from the same template. Workers share one PCH per
+header prefix and options (:func:`pch_key`): the first to make one publishes it in a
+folder of the backend's, and every compile after uses it (:mod:`._nvrtc_shared_pch`).
+Until then, and where workers cannot share (spawned, not forked; past the shared bound),
+a job goes to an idle worker that holds the PCH for its key (the worker's tag) when
+there is one, else to one holding none, else to any. Which PCH a worker holds is read
+from NVRTC's log; a worker that comes to hold more than :data:`MAX_PCH_PER_WORKER` is
+recycled after its job (its files go with it, unless published), which bounds the disk
+used at about ``(workers x MAX_PCH_PER_WORKER + MAX_SHARED) x 450 MB``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import itertools
 import logging
 import os
@@ -51,9 +50,9 @@ from .._os import empty_folder
 from .._wakers import soon_caller
 from ..workers import PoolSettings, WorkerPool, cancel_event
 from ._base import BackendOutput, PreparedCompile
-from ._nvrtc_api import compile_prepared, uses_pch
+from ._nvrtc_api import compile_prepared
 from ._nvrtc_files import existing_worker_folders_root, sweep_worker_folders, worker_folders_root
-from ._nvrtc_shared_pch import FOLDER_ENV, compile_sharing
+from ._nvrtc_shared_pch import FOLDER_ENV, compile_sharing, header_prefix, pch_key
 
 __all__ = (
     "CANCEL_GRACE",
@@ -79,37 +78,6 @@ _PCH_USED = "using precompiled header file"
 
 #: The numbers of this process's worker folders, over every backend of the process.
 _FOLDER_NUMBERS = itertools.count()
-
-
-def header_prefix(source: str) -> str:
-    """The source's leading preprocessor lines (with blank and ``//`` comment lines): the
-    part an automatic precompiled header covers (NVRTC stops at the first other token).
-
-    >>> header_prefix('#include <a.h>\\n\\n// x\\n#include <b.h>\\nint k;\\n#include <c.h>\\n')
-    '#include <a.h>\\n\\n// x\\n#include <b.h>\\n'
-    """
-    end = 0
-    continued = False
-    for line in source.splitlines(keepends=True):
-        text = line.strip()
-        if not (continued or not text or text.startswith(("#", "//"))):
-            break
-        continued = text.endswith("\\")
-        end += len(line)
-    return source[:end]
-
-
-def pch_key(prepared: PreparedCompile) -> str | None:
-    """Which precompiled header a compile needs: its options and header prefix (NVRTC
-    makes a new PCH when either differs); ``None`` for a compile without ``-pch``. The
-    program name does not matter (NVRTC reuses a PCH across names: checked)."""
-    if prepared.backend != "nvrtc" or not uses_pch(prepared.options):
-        return None
-    digest = hashlib.sha256()
-    for option in prepared.options:
-        digest.update(option.encode("utf-8", "surrogateescape") + b"\0")
-    digest.update(header_prefix(prepared.source).encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()[:20]
 
 
 def worker_python() -> str:
