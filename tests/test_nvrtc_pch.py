@@ -374,10 +374,14 @@ def test_looking_for_the_worker_folders_makes_none(
 
 @pytest.fixture
 def sharing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    import tempfile
+
     from asynccomp.backends import _nvrtc_shared_pch
 
     monkeypatch.setattr(_nvrtc_shared_pch, "template_pid", lambda: 4242)
-    monkeypatch.setenv(FOLDER_ENV, str(tmp_path / "shared"))
+    monkeypatch.setenv(FOLDER_ENV, "shared")  # beside the worker's own folder, "own"
+    (tmp_path / "own").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "own"))
     return tmp_path / "shared"
 
 
@@ -419,20 +423,7 @@ def test_a_pch_made_elsewhere_is_refused_and_unpublished(sharing: Path) -> None:
     assert out.binary == plain.binary
 
 
-@pytest.fixture
-def own_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A worker's own folder (its ``$TMPDIR``, where it makes its PCH files)."""
-    import tempfile
-
-    folder = tmp_path / "own"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
-
-
-def test_a_made_pch_is_published_and_ended_templates_files_go(
-    sharing: Path, own_folder: Path
-) -> None:
+def test_a_made_pch_is_published_and_ended_templates_files_go(sharing: Path) -> None:
     sharing.mkdir()
     ended = sharing / f"{dead_pid()}-{'1' * 20}.pch"  # an ended template's
     ended.write_bytes(b"of no use to anyone")
@@ -440,7 +431,7 @@ def test_a_made_pch_is_published_and_ended_templates_files_go(
     key = pch_key(prepared)
     made = compile_sharing(prepared, key)
     assert made.status == "ok" and MADE in made.log, made.log
-    (own,) = own_folder.iterdir()
+    (own,) = (sharing.parent / "own").iterdir()
     assert sorted(sharing.iterdir()) == [sharing / f"4242-{key}.pch"]
     assert (sharing / f"4242-{key}.pch").samefile(own)
     used = compile_sharing(prepared_of(source("p1", 34)), key)
@@ -448,7 +439,7 @@ def test_a_made_pch_is_published_and_ended_templates_files_go(
 
 
 def test_past_the_bound_nothing_more_is_published(
-    sharing: Path, own_folder: Path, monkeypatch: pytest.MonkeyPatch
+    sharing: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from asynccomp.backends import _nvrtc_shared_pch
 
@@ -456,21 +447,26 @@ def test_past_the_bound_nothing_more_is_published(
     sharing.mkdir()
     mine = sharing / f"4242-{'0' * 20}.pch"
     mine.write_bytes(b"another prefix's")
-    prepared = prepared_of('#line 1 "x.cu"\n' + BODY.format(n=35))  # no PCH made
+    prepared = prepared_of(source("p2", 35))
     out = compile_sharing(prepared, pch_key(prepared))
-    assert out.status == "ok", out.log
+    assert out.status == "ok" and MADE in out.log, out.log
+    assert "__nvrtc_auto_pch_" in out.log  # NVRTC's automatic mode, as without sharing
     assert sorted(sharing.iterdir()) == [mine]
-    assert list(own_folder.iterdir()) == []  # NVRTC's automatic mode, as without sharing
+    assert list((sharing.parent / "own").glob("asynccomp-*.pch")) == []
 
 
 def test_outside_a_forked_worker_nothing_is_shared(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(FOLDER_ENV, str(tmp_path / "shared"))
-    prepared = prepared_of('#line 1 "x.cu"\n' + BODY.format(n=35))
+    import tempfile
+
+    monkeypatch.setenv(FOLDER_ENV, "shared")
+    (tmp_path / "own").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "own"))
+    prepared = prepared_of(source("p1", 36))
     out = compile_sharing(prepared, pch_key(prepared))  # template_pid() is None here
-    assert out.status == "ok", out.log
-    assert not (tmp_path / "shared").exists()
+    assert out.status == "ok" and "__nvrtc_auto_pch_" in out.log, out.log
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "own"]
 
 
 def dead_pid() -> int:

@@ -9,8 +9,9 @@ NVRTC 13.5 here: a file one fork made, another fork used, whether the heap was s
 before the fork or after), so they can share the files:
 
 - A compile with ``-pch`` in a forked worker looks in the pool's shared folder
-  (``$ASYNCCOMP_NVRTC_SHARED_PCH``) for ``<template pid>-<pch_key>.pch``. There: it
-  compiles with ``--use-pch=`` that file, and makes none of its own.
+  (``$ASYNCCOMP_NVRTC_SHARED_PCH``, beside the worker's own folder) for
+  ``<template pid>-<pch_key>.pch``. There: it compiles with ``--use-pch=`` that file,
+  and makes none of its own.
 - Not there: it makes one (``--create-pch=`` a file in the worker's own folder) as
   NVRTC's automatic PCH would, then publishes it under the shared name: a hard link,
   made once NVRTC has written the whole file, so no reader sees half of one.
@@ -46,7 +47,9 @@ from ._nvrtc_api import compile_prepared, uses_pch
 
 __all__ = ("FOLDER_ENV", "MAX_SHARED", "compile_sharing", "header_prefix", "pch_key")
 
-#: Where a pool's workers share their PCH files (set by the pool for its workers).
+#: The folder where a pool's workers share their PCH files, beside their own folders
+#: (its name; set by the pool for its workers, each of which has a folder of its own
+#: as ``$TMPDIR``).
 FOLDER_ENV = "ASYNCCOMP_NVRTC_SHARED_PCH"
 #: Shared PCH files of one template at most (each 250-450 MB); past it, workers keep
 #: their own as NVRTC's automatic PCH does.
@@ -102,11 +105,12 @@ def compile_sharing(
 ) -> BackendOutput:
     """Compile ``prepared`` (``key``: its :func:`pch_key`) with the PCH its siblings
     share where there is one, else publish the one it makes; see the module's doc."""
-    folder = os.environ.get(FOLDER_ENV)
+    name = os.environ.get(FOLDER_ENV)
     template = template_pid()
-    if key is None or not folder or template is None:
+    if key is None or not name or template is None:
         return compile_prepared(prepared, cancel)
-    shared = Path(folder, f"{template}-{key}.pch")
+    own = Path(tempfile.gettempdir())
+    shared = own.parent / name / f"{template}-{key}.pch"
     if shared.exists():
         out = compile_prepared(_with(prepared, f"--use-pch={shared}"), cancel)
         if _REFUSED in out.log:  # compiled without it: no sibling can use it either
@@ -119,12 +123,12 @@ def compile_sharing(
     # Made as a file of this worker's (in its own folder), never with NVRTC's automatic
     # -pch: a PCH is used only with the options it was made with (#629-D otherwise), and
     # its users name it with --use-pch.
-    own = Path(tempfile.gettempdir(), f"asynccomp-{key}.pch")
-    out = compile_prepared(_with(prepared, f"--create-pch={own}"), cancel)
-    if out.status in ("ok", "failed") and _MADE in out.log and own.exists():
-        _publish(own, shared, template)
+    made = own / f"asynccomp-{key}.pch"
+    out = compile_prepared(_with(prepared, f"--create-pch={made}"), cancel)
+    if out.status in ("ok", "failed") and _MADE in out.log and made.exists():
+        _publish(made, shared, template)
     else:
-        own.unlink(missing_ok=True)
+        made.unlink(missing_ok=True)
     return out
 
 
@@ -139,7 +143,7 @@ def _published(folder: Path, template: int) -> int:
 def _publish(made: Path, shared: Path, template: int) -> None:
     """Link ``made`` as ``shared`` (under the bound), removing ended templates' files."""
     with contextlib.suppress(OSError):
-        shared.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shared.parent.mkdir(mode=0o700, exist_ok=True)
         mine = 0
         for file in shared.parent.iterdir():
             match = _SHARED_NAME.fullmatch(file.name)

@@ -118,7 +118,8 @@ class NvrtcWorkers:
         self._share_pch = share_pch
         self._root: Path | None = None  # made with the pool, swept at the first start
         self._swept = False
-        self._shared: Path | None = None  # the workers' shared PCH files (made by them)
+        # The workers' shared PCH files: a folder beside theirs (they make it).
+        self._shared_name: str | None = None
         self._pch = {"created": 0, "reused": 0, "shared": 0, "not_made": 0, "retired": 0}
         self._pool: WorkerPool | None = None  # made at the first need
         self._watchers: list[Callable[[], None]] = []
@@ -132,9 +133,8 @@ class NvrtcWorkers:
         return self._pool
 
     def _settings(self) -> PoolSettings:
-        self._root = worker_folders_root()
-        if self._share_pch:
-            self._shared = self._root / f"{os.getpid()}-{next(_FOLDER_NUMBERS)}"
+        if self._share_pch:  # named now, made by a worker only when there is one to share
+            self._shared_name = f"{os.getpid()}-{next(_FOLDER_NUMBERS)}"
         return PoolSettings(
             "nvrtc",
             self.size,
@@ -147,7 +147,7 @@ class NvrtcWorkers:
             # every job names (see with_caller_folders), never this one's.
             cwd=empty_folder(),
             python=worker_python(),
-            environ={} if self._shared is None else {FOLDER_ENV: str(self._shared)},
+            environ={} if self._shared_name is None else {FOLDER_ENV: self._shared_name},
         )
 
     def _new_folder(self) -> Path:
@@ -175,7 +175,9 @@ class NvrtcWorkers:
     @property
     def shared_folder(self) -> Path | None:
         """Where the workers share their PCH files (``None``: they do not share)."""
-        return self._shared
+        if self._shared_name is None or self._root is None:
+            return None
+        return self._root / self._shared_name
 
     def pch_holders(self) -> dict[int, tuple[str, ...]]:
         """The precompiled headers (:func:`pch_key`) each live worker holds."""
@@ -243,7 +245,8 @@ class NvrtcWorkers:
         else:
             self._pch["not_made"] += 1
             return
-        if self._shared is not None and str(self._shared) in out.log:
+        shared = self.shared_folder
+        if shared is not None and str(shared) in out.log:
             self._pch["shared"] += 1
             return  # not this worker's: any worker of the template uses it
         if self.pool.tag(pid, key, retire_over=MAX_PCH_PER_WORKER) == "retired":
@@ -256,9 +259,9 @@ class NvrtcWorkers:
         # compile server restarted, then serving cache hits only) left that one's
         # folders, precompiled headers of hundreds of MB, for whoever came next.
         with anyio.CancelScope(shield=True):
-            if self._shared is not None:
-                await anyio.to_thread.run_sync(_remove, self._shared)
             root = self._root or await anyio.to_thread.run_sync(existing_worker_folders_root)
+            if root is not None and self._shared_name is not None:
+                await anyio.to_thread.run_sync(_remove, root / self._shared_name)
             if root is not None:
                 await anyio.to_thread.run_sync(_sweep, root)
 
