@@ -6,7 +6,9 @@ Each trial is a fresh Python process: an engine of ``--workers`` NVRTC workers, 
 (forked, NVRTC loaded), then two batches of ``--jobs`` kernels that all begin with the
 same heavy header prefix (CCCL's ``cuda/std`` and CUB's block headers: about 3 s to
 compile, 4 s to make a PCH of, 0.7 s with one), each compiled with ``CompileJob(pch=True)``,
-every kernel's body new. ``shared`` is asynccomp as shipped; ``private`` gives each worker
+every kernel's body new; then every worker is killed and one more kernel compiled (on
+a new fork of the same template, as after a crash, a timeout's kill or a recycle).
+``shared`` is asynccomp as shipped; ``private`` gives each worker
 its own PCH (what workers that cannot share do, and what every worker did before). It
 reports each batch's time, the workers' CPU seconds, the PCH files made and their bytes on
 disk. Modes alternate, pair by pair.
@@ -70,8 +72,6 @@ def _pch_bytes() -> tuple[int, int]:
 
 
 def _trial(workers: int, jobs: int, arch: str, mode: str) -> dict[str, object]:
-    import dataclasses
-
     import anyio
     import psutil
 
@@ -85,9 +85,8 @@ def _trial(workers: int, jobs: int, arch: str, mode: str) -> dict[str, object]:
         shipped = nvrtc_workers.NvrtcWorkers._settings
 
         def private(self: nvrtc_workers.NvrtcWorkers) -> PoolSettings:
-            settings = shipped(self)
-            self._shared = None
-            return dataclasses.replace(settings, environ={})
+            self._share_pch = False  # NvrtcWorkers(share_pch=False), as the tests make it
+            return shipped(self)
 
         nvrtc_workers.NvrtcWorkers._settings = private  # type: ignore[method-assign]
 
@@ -117,9 +116,20 @@ def _trial(workers: int, jobs: int, arch: str, mode: str) -> dict[str, object]:
                 logs += [r.log for r in results]
             cpu = cpu_seconds() - cpu_before
             files, size = _pch_bytes()
+            # Every worker replaced (as after a crash, a kill at a timeout, a recycle):
+            # the template lives on, and so does what its forks shared.
+            for child in psutil.Process().children(recursive=True):
+                if child.name().startswith("acw-nvrtc"):
+                    child.kill()
+            at = time.perf_counter()
+            (after,) = await e.compile_many([CompileJob(kernel(2 * jobs), pch=True)])
+            replaced = time.perf_counter() - at
+            assert after.ok, str(after.error)
+            logs.append(after.log)
         return {
             "mode": mode,
             "batches_s": batches,
+            "replaced_worker_s": replaced,
             "workers_cpu_s": cpu,
             "made": sum("creating precompiled header" in log for log in logs),
             "used": sum("using precompiled header" in log for log in logs),
@@ -155,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             trials.append(trial)
             first, second = trial["batches_s"]
             print(
-                f"{mode:>7}: first batch {first:.2f} s, second {second:.2f} s; workers' CPU "
+                f"{mode:>7}: first batch {first:.2f} s, second {second:.2f} s, one job on a "
+                f"new worker {trial['replaced_worker_s']:.2f} s; workers' CPU "
                 f"{trial['workers_cpu_s']:.1f} s; PCH made {trial['made']}, used "
                 f"{trial['used']}; {trial['pch_files']} files, "
                 f"{trial['pch_bytes'] / 2**20:.0f} MiB on disk",
@@ -166,7 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{mode:>7}, median: first batch "
             f"{statistics.median(t['batches_s'][0] for t in mine):.2f} s, second "
-            f"{statistics.median(t['batches_s'][1] for t in mine):.2f} s, workers' CPU "
+            f"{statistics.median(t['batches_s'][1] for t in mine):.2f} s, one job on a new "
+            f"worker {statistics.median(t['replaced_worker_s'] for t in mine):.2f} s, workers' CPU "
             f"{statistics.median(t['workers_cpu_s'] for t in mine):.1f} s"
         )
     if args.json is not None:

@@ -17,3 +17,8 @@ timeout 240 python3 -m benchmarks.compile.first_batch --corpus .device/corpus --
 timeout 200 python3 -m asynccomp bench --corpus .device/corpus --configs processes --workers 16 \
   --repeat 3 --warmup 0 --json "$OUT/bench_processes16.json" 2>&1 | tail -25 \
   | tee "$OUT/bench_processes16.txt"
+# 3. benchmarks/compile/shared_pch.py: one precompiled header shared by the NVRTC workers
+#    forked from one template, against one per worker (two batches of 64, then a new
+#    worker's first compile).
+timeout 200 python3 -m benchmarks.compile.shared_pch --workers 16 --jobs 64 --pairs 2 \
+  --json "$OUT/shared_pch16.json" 2>&1 | tail -12 | tee "$OUT/shared_pch16.txt"
