@@ -121,6 +121,9 @@ async def test_a_changed_named_file_is_a_fresh_compile_or_refused(
         ("nvrtc", "--use-pch=/tmp/x.pch"),
         ("nvrtc", "--create-pch=/tmp/x.pch"),
         ("nvrtc", "--pch-dir=/tmp"),
+        ("nvrtc", "-use-pch=/tmp/x.pch"),  # NVRTC takes the one-dash forms too
+        ("nvrtc", "-create-pch=/tmp/x.pch"),
+        ("nvrtc", "-pch-dir=/tmp"),
         ("nvcc", "--libdevice-directory=/tmp"),
         ("nvcc", "-Xcompiler=-fplugin=/tmp/p.so"),
         ("nvcc", "-Xcompiler=-specs=/tmp/s"),

@@ -143,18 +143,15 @@ async def test_pch_and_plain_compiles_are_byte_identical(backend: NvrtcBackend) 
 async def test_forked_workers_share_one_pch_per_prefix(backend: NvrtcBackend) -> None:
     """The first worker to make a PCH publishes it in the backend's shared folder; every
     worker forked from the same template then uses that file (NVRTC refuses one made by
-    another process), and no other makes one of its own."""
+    another process), no worker keeps one of its own, and none is a holder."""
     pool = backend.pool
     assert pool is not None
     await pool.warm_up()
     made_log, _ = await compile_one(backend, source("p1", 20))
     assert MADE in made_log
-    ((maker, maker_folder),) = [(p, f) for p, f in pool.worker_folders().items() if pch_files(f)]
     shared = pool.shared_folder
     assert shared is not None
     (published,) = shared.iterdir()
-    (own,) = pch_files(maker_folder)
-    assert published.samefile(own)  # one file, two names
     users: dict[int, str] = {}
 
     async def one(n: int) -> None:
@@ -167,12 +164,13 @@ async def test_forked_workers_share_one_pch_per_prefix(backend: NvrtcBackend) ->
     for log in users.values():
         assert USED in log and str(published) in log, log
     assert len(pool.worker_pids()) == 2
-    for pid, folder in pool.worker_folders().items():
-        assert len(pch_files(folder)) == (pid == maker)  # the other made none
+    for folder in pool.worker_folders().values():
+        assert pch_files(folder) == []  # the maker's own name went once it was published
+    assert pool.pch_holders() == dict.fromkeys(pool.worker_pids(), ())
     assert pool.pch_counts() == {
         "created": 1,
         "reused": 2,
-        "shared": 2,
+        "shared": 3,
         "not_made": 0,
         "retired": 0,
     }
@@ -327,14 +325,20 @@ def test_a_killed_engines_pch_is_removed_by_the_next(
         said = engine.stdout.readline().split()  # the script's own limit: 600 s
         engine.kill()
     pch, workers = Path(said[0]), [int(pid) for pid in said[1:]]
-    assert pch.is_file() and pch.is_relative_to(tmp), pch
-    folder = pch.parent  # NVRTC's __nvrtc_auto_pch_<pid>_0, or a worker's <engine pid>-<n>
+    assert pch.is_relative_to(tmp), pch
     assert bool(workers) == (mode == "processes")
+    if mode == "threads":  # NVRTC's own: $TMPDIR/__nvrtc_auto_pch_<pid>_0/
+        assert pch.is_file()
+        left = [pch.parent]
+    else:  # a worker's folder, <root>/<engine pid>-<n>/, and the shared one beside it
+        root, engine_pid = pch.parent.parent, pch.parent.name.split("-")[0]
+        left = sorted(root.glob(f"{engine_pid}-*"))
+        assert [p.name for p in root.glob(f"{engine_pid}-*/*.pch")], "no PCH was shared"
     deadline = time.monotonic() + 10
     while any(running(pid) for pid in workers):  # they die with their engine
         assert time.monotonic() < deadline, "a worker outlived its engine"
         time.sleep(0.05)
-    assert folder.exists(), "NVRTC removed it itself: nothing to test"
+    assert all(f.exists() for f in left), "removed already: nothing to test"
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
 
     async def next_engine() -> None:
@@ -346,7 +350,7 @@ def test_a_killed_engines_pch_is_removed_by_the_next(
             await other.aclose()
 
     anyio.run(next_engine)
-    assert not folder.exists()
+    assert not any(f.exists() for f in left)
     assert not pch.exists()
 
 
@@ -379,6 +383,7 @@ def sharing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     from asynccomp.backends import _nvrtc_shared_pch
 
     monkeypatch.setattr(_nvrtc_shared_pch, "template_pid", lambda: 4242)
+    monkeypatch.setattr(_nvrtc_shared_pch, "_refused", False)
     monkeypatch.setenv(FOLDER_ENV, "shared")  # beside the worker's own folder, "own"
     (tmp_path / "own").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "own"))
@@ -405,9 +410,10 @@ assert "creating precompiled header" in out.log, out.log
 """
 
 
-def test_a_pch_made_elsewhere_is_refused_and_unpublished(sharing: Path) -> None:
-    """A published file NVRTC refuses (made by another process: its heap is elsewhere)
-    fails no compile: the compile goes without it, and takes it down for the others."""
+def test_a_pch_made_elsewhere_is_refused_and_the_worker_shares_no_more(sharing: Path) -> None:
+    """A shared file NVRTC refuses (made by another process: its heap is elsewhere)
+    fails no compile: the compile goes without it, and the worker goes back to NVRTC's
+    automatic PCH of its own."""
     text = source("p2", 30)
     prepared = prepared_of(text)
     key = pch_key(prepared)
@@ -418,9 +424,20 @@ def test_a_pch_made_elsewhere_is_refused_and_unpublished(sharing: Path) -> None:
     )
     out = compile_sharing(prepared, key)
     assert out.status == "ok" and "incompatible precompiled header" in out.log, out.log
-    assert not foreign.exists()
     plain = compile_prepared(dataclasses.replace(prepared, options=prepared.options[1:]))
     assert out.binary == plain.binary
+    again = compile_sharing(prepared_of(source("p2", 31)), key)
+    assert again.status == "ok" and "__nvrtc_auto_pch_" in again.log, again.log
+
+
+def test_a_job_naming_its_own_pch_folder_shares_nothing(sharing: Path) -> None:
+    pch_dir = sharing.parent / "mine"
+    pch_dir.mkdir()
+    prepared = prepared_of(source("p1", 37))
+    mine = dataclasses.replace(prepared, options=(*prepared.options, f"-pch-dir={pch_dir}"))
+    out = compile_sharing(mine, pch_key(mine))
+    assert out.status == "ok" and str(pch_dir) in out.log, out.log
+    assert not sharing.exists()
 
 
 def test_a_made_pch_is_published_and_ended_templates_files_go(sharing: Path) -> None:
@@ -431,9 +448,8 @@ def test_a_made_pch_is_published_and_ended_templates_files_go(sharing: Path) -> 
     key = pch_key(prepared)
     made = compile_sharing(prepared, key)
     assert made.status == "ok" and MADE in made.log, made.log
-    (own,) = (sharing.parent / "own").iterdir()
     assert sorted(sharing.iterdir()) == [sharing / f"4242-{key}.pch"]
-    assert (sharing / f"4242-{key}.pch").samefile(own)
+    assert list((sharing.parent / "own").iterdir()) == []  # the shared name keeps it
     used = compile_sharing(prepared_of(source("p1", 34)), key)
     assert USED in used.log and str(sharing / f"4242-{key}.pch") in used.log, used.log
 

@@ -68,7 +68,11 @@ _OPTION_FILE = (
 _REFUSED = {
     **dict.fromkeys(_OPTION_FILES, _OPTION_FILE),
     **dict.fromkeys(
-        ("--use-pch", "--use_pch", "--create-pch", "--create_pch", "--pch-dir", "--pch_dir"),
+        tuple(
+            f"{dash}{name}"
+            for dash in ("-", "--")  # NVRTC takes the one-dash forms as well
+            for name in ("use-pch", "use_pch", "create-pch", "create_pch", "pch-dir", "pch_dir")
+        ),
         f"refused: names a precompiled header file; {_NOT_COVERED}: use CompileJob(pch=True), "
         "whose precompiled headers asynccomp keeps",
     ),

@@ -150,6 +150,13 @@ def _heap_after(nvrtc: Any, prog: Any) -> None:
         _raise_pch_heap(nvrtc, int(required) * 5 // 4)
 
 
+def _pch_created(nvrtc: Any, prog: Any) -> bool:
+    try:
+        return bool(nvrtc.nvrtcGetPCHCreateStatus(prog)[0] == nvrtc.nvrtcResult.NVRTC_SUCCESS)
+    except (AttributeError, RuntimeError):  # before NVRTC 12.8: no PCH at all
+        return False
+
+
 def _output(nvrtc: Any, prog: Any, output: str) -> bytes:
     if output == "ptx":
         err, size = nvrtc.nvrtcGetPTXSize(prog)
@@ -168,12 +175,15 @@ def _output(nvrtc: Any, prog: Any, output: str) -> bytes:
 
 
 def compile_prepared(
-    prepared: PreparedCompile, cancel: threading.Event | None = None
+    prepared: PreparedCompile,
+    cancel: threading.Event | None = None,
+    pch_made: list[bool] | None = None,
 ) -> BackendOutput:
     """Compile with NVRTC in the calling thread. Returns status ``"timeout"`` when
     ``cancel`` was set or ``prepared.timeout`` ran out while compiling, ``"empty"`` when
     NVRTC succeeded without a binary (``-dlto``, a ``compute_`` architecture for cubin),
-    ``"internal"`` for an NVRTC API error; never raises for those."""
+    ``"internal"`` for an NVRTC API error; never raises for those. ``pch_made`` gets
+    whether NVRTC says it made a PCH (``nvrtcGetPCHCreateStatus``), its log aside."""
     try:
         from cuda.bindings import nvrtc
     except Exception as exc:  # ImportError, or the library failing to load
@@ -213,6 +223,8 @@ def compile_prepared(
         log = _program_log(nvrtc, prog)
         if pch:
             _heap_after(nvrtc, prog)
+        if pch_made is not None:
+            pch_made.append(_pch_created(nvrtc, prog))
         if result == nvrtc.nvrtcResult.NVRTC_SUCCESS:
             binary = _output(nvrtc, prog, prepared.output)
             if not binary:

@@ -14,19 +14,22 @@ before the fork or after), so they can share the files:
   and makes none of its own.
 - Not there: it makes one (``--create-pch=`` a file in the worker's own folder) as
   NVRTC's automatic PCH would, then publishes it under the shared name: a hard link,
-  made once NVRTC has written the whole file, so no reader sees half of one.
+  made once NVRTC says it made the whole file (``nvrtcGetPCHCreateStatus``), so no
+  reader sees half of one; the worker's own name goes at once.
 
 So the first compiles of a batch run as before (each worker making its own PCH, in
 parallel, is faster than waiting for one: about 2.7 s against 1.8 s without a PCH and
 0.6 s with one, for TileLang's headers), and every compile after the first PCH exists,
 on any worker (one started later, one recycled, one whose first job had another prefix),
-uses it instead of making another. A file NVRTC refuses anyway (a worker whose heap
-moved when it had to grow) is unpublished by the first compile that finds it refused;
-past :data:`MAX_SHARED` files of a template nothing more is published, and the files of
-templates that ended are removed as a file is published. The output is the same bytes
-whichever way a compile goes (a PCH changes how fast the headers are read, not the
-code). Spawned workers (no template) and compiles in an engine's own threads keep
-NVRTC's automatic PCH in their own folder.
+uses it instead of making another. A worker whose NVRTC refuses a shared file anyway
+(its heap moved when it had to grow) goes back to NVRTC's automatic PCH for good; past
+:data:`MAX_SHARED` files of a template nothing more is published (and those prefixes use
+the automatic PCH), and the files of templates that ended are removed as a file is
+published. Jobs that name a PCH file or folder of their own share nothing.
+
+The output is the same bytes whichever way a compile goes (a PCH changes how fast the
+headers are read, not the code). Spawned workers (no template) and compiles in an
+engine's own threads keep NVRTC's automatic PCH in their own folder.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ _MADE = "creating precompiled header file"
 _MISSING = "cannot open precompiled header file"
 _REFUSED = "incompatible precompiled header (PCH) heap allocation address"
 _SHARED_NAME = re.compile(r"(\d+)-[0-9a-f]+\.pch")
+_refused = False  # this worker's NVRTC refused a shared file: it shares no more
 
 
 def header_prefix(source: str) -> str:
@@ -95,9 +99,16 @@ def pch_key(prepared: PreparedCompile) -> str | None:
 
 
 def _with(prepared: PreparedCompile, *extra: str) -> PreparedCompile:
-    """The job with ``-pch`` replaced by ``extra`` (nothing: no PCH at all)."""
+    """The job with ``-pch`` replaced by ``extra``."""
     options = tuple(o for o in prepared.options if o not in _AUTO)
     return dataclasses.replace(prepared, options=(*extra, *options))
+
+
+def _shareable(options: tuple[str, ...]) -> bool:
+    """NVRTC's automatic PCH and nothing that names a PCH file or folder of its own."""
+    names = ("create-pch", "create_pch", "use-pch", "use_pch", "pch-dir", "pch_dir")
+    own = tuple(f"{dash}{name}" for dash in ("-", "--") for name in names)
+    return any(o in _AUTO for o in options) and not any(o.startswith(own) for o in options)
 
 
 def compile_sharing(
@@ -105,30 +116,34 @@ def compile_sharing(
 ) -> BackendOutput:
     """Compile ``prepared`` (``key``: its :func:`pch_key`) with the PCH its siblings
     share where there is one, else publish the one it makes; see the module's doc."""
+    global _refused
     name = os.environ.get(FOLDER_ENV)
     template = template_pid()
-    if key is None or not name or template is None:
+    if key is None or not name or template is None or _refused:
+        return compile_prepared(prepared, cancel)
+    if not _shareable(prepared.options):
         return compile_prepared(prepared, cancel)
     own = Path(tempfile.gettempdir())
     shared = own.parent / name / f"{template}-{key}.pch"
     if shared.exists():
         out = compile_prepared(_with(prepared, f"--use-pch={shared}"), cancel)
-        if _REFUSED in out.log:  # compiled without it: no sibling can use it either
-            shared.unlink(missing_ok=True)
+        if _REFUSED in out.log:  # compiled without it; this worker's NVRTC moved its heap
+            _refused = True  # (grown past the template's): the automatic PCH from now on
         elif out.status == "failed" and _MISSING in out.log:  # removed under it
             out = compile_prepared(prepared, cancel)
         return out
     if _published(shared.parent, template) >= MAX_SHARED:
         return compile_prepared(prepared, cancel)  # NVRTC's automatic PCH, this worker's
-    # Made as a file of this worker's (in its own folder), never with NVRTC's automatic
-    # -pch: a PCH is used only with the options it was made with (#629-D otherwise), and
-    # its users name it with --use-pch.
+    # Made as a file (in the worker's own folder), not with NVRTC's automatic -pch: a PCH
+    # is used only with the options it was made with (#629-D otherwise), and its users
+    # name it with --use-pch. Once linked, the shared name alone keeps it.
     made = own / f"asynccomp-{key}.pch"
-    out = compile_prepared(_with(prepared, f"--create-pch={made}"), cancel)
-    if out.status in ("ok", "failed") and _MADE in out.log and made.exists():
+    made.unlink(missing_ok=True)
+    created: list[bool] = []
+    out = compile_prepared(_with(prepared, f"--create-pch={made}"), cancel, created)
+    if out.status == "ok" and created == [True] and made.exists():
         _publish(made, shared, template)
-    else:
-        made.unlink(missing_ok=True)
+    made.unlink(missing_ok=True)
     return out
 
 

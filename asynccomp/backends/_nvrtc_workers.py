@@ -147,7 +147,8 @@ class NvrtcWorkers:
             # every job names (see with_caller_folders), never this one's.
             cwd=empty_folder(),
             python=worker_python(),
-            environ={} if self._shared_name is None else {FOLDER_ENV: self._shared_name},
+            # "": no sharing, even where this process's environment says otherwise.
+            environ={FOLDER_ENV: self._shared_name or ""},
         )
 
     def _new_folder(self) -> Path:
@@ -185,9 +186,9 @@ class NvrtcWorkers:
 
     def pch_counts(self) -> dict[str, int]:
         """Compiles with ``-pch`` that made a PCH (``created``), used one (``reused``),
-        or neither (``not_made``: NVRTC declined, e.g. a ``#line`` in the prefix, or a
-        sibling was making the shared one), of which made or used a PCH the workers
-        share (``shared``), and workers retired for holding too many (``retired``)."""
+        or neither (``not_made``: NVRTC declined, e.g. a ``#line`` in the prefix), of
+        which made or used a PCH the workers share (``shared``), and workers retired
+        for holding too many (``retired``)."""
         return dict(self._pch)
 
     def watch(self, changed: Callable[[], None]) -> None:
@@ -246,7 +247,7 @@ class NvrtcWorkers:
             self._pch["not_made"] += 1
             return
         shared = self.shared_folder
-        if shared is not None and str(shared) in out.log:
+        if shared is not None and (str(shared) in out.log or f"asynccomp-{key}.pch" in out.log):
             self._pch["shared"] += 1
             return  # not this worker's: any worker of the template uses it
         if self.pool.tag(pid, key, retire_over=MAX_PCH_PER_WORKER) == "retired":

@@ -67,10 +67,11 @@ def _reaper(control: socket.socket) -> None:
 
 
 def _fork(control: socket.socket, fds: list[int], owner: int, name: str) -> int:
+    template = os.getpid()  # (the child's getppid() could already name a reaper)
     pid = os.fork()
     if pid:
         return pid
-    status, template = 1, os.getppid()
+    status = 1
     try:  # the worker: nothing of the template's but what it imported
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         control.close()
