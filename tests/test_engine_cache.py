@@ -8,13 +8,14 @@ import dataclasses
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import pytest
 
 from asynccomp import CompileJob, Engine, find_toolkit
-from asynccomp.cache import CacheCorruptionWarning, DiskCache
+from asynccomp.cache import CacheCorruptionWarning, DiskCache, RemoteAuth, RemoteCache
 
 from .filesystems import few_inodes
 from .kernels import ARCH, scale_kernel, slow_kernel
@@ -216,3 +217,58 @@ async def test_a_failed_disk_write_under_warnings_as_errors_loses_no_result(
             results = await engine.compile_many(jobs)
         assert list(small.rglob("*.entry")) == []  # every write failed
     assert all(r.ok and r.binary for r in results)
+
+
+class _GatedRemote(RemoteCache):
+    """A remote tier that misses, and holds every lookup after the first until
+    ``release`` is set: a lookup slow enough to outlast a compile."""
+
+    def __init__(self) -> None:
+        super().__init__("gated", auth=RemoteAuth(b"0123456789abcdef-gated"))
+        self.lookups = 0
+        self.release = anyio.Event()
+
+    async def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        self.lookups += 1
+        if self.lookups > 1:
+            await self.release.wait()
+        return [None] * len(keys)
+
+    async def _put(self, key: str, data: bytes) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_request_for_a_key_being_compiled_follows_it_without_a_lookup(
+    tmp_path: Path,
+) -> None:
+    """A second request for a key whose compile is under way follows it. Looked up
+    instead, its lookup (here held until the compile is done) would miss, end after the
+    compile had stored its output and let its followers go, and compile it again."""
+    remote = _GatedRemote()
+    job = CompileJob(scale_kernel(7.0), name="k")
+    async with Engine(
+        arch=ARCH, cache_dir=tmp_path, remote_cache=remote, nvrtc_mode="threads"
+    ) as engine:
+        results = []
+        first_done = anyio.Event()
+
+        async def compile_and_keep() -> None:
+            results.append(await engine.compile(job))
+            first_done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(compile_and_keep)
+            with anyio.fail_after(120):  # until the first request's compile runs
+                while not engine.running():  # noqa: ASYNC110 - the engine signals nothing
+                    await anyio.sleep(0.01)
+            tg.start_soon(compile_and_keep)
+            with anyio.fail_after(120):
+                await first_done.wait()
+            remote.release.set()  # the second's lookup, if it made one, misses now
+        stats = engine.statistics()
+    assert len(results) == 2 and all(r.ok for r in results)
+    assert (stats.compiled, stats.deduplicated) == (1, 1), stats
+    assert remote.lookups == 1

@@ -34,6 +34,10 @@ class Coalescer(Generic[T]):
     def __len__(self) -> int:
         return len(self._groups)
 
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether a compile of ``key`` is under way (queued or compiling)."""
+        return key in self._groups
+
     def follow_or_lead(self, key: Hashable, item: T) -> bool:
         """``True`` if ``item`` now follows a leader of ``key``; ``False`` if it leads."""
         group = self._groups.get(key)
