@@ -465,8 +465,9 @@ def test_past_the_bound_nothing_more_is_published(
     mine.write_bytes(b"another prefix's")
     prepared = prepared_of(source("p2", 35))
     out = compile_sharing(prepared, pch_key(prepared))
-    assert out.status == "ok" and MADE in out.log, out.log
-    assert "__nvrtc_auto_pch_" in out.log  # NVRTC's automatic mode, as without sharing
+    # NVRTC's automatic PCH, as without sharing (made now, or by an earlier test of this
+    # process).
+    assert out.status == "ok" and "__nvrtc_auto_pch_" in out.log, out.log
     assert sorted(sharing.iterdir()) == [mine]
     assert list((sharing.parent / "own").glob("asynccomp-*.pch")) == []
 

@@ -105,7 +105,10 @@ def test_a_client_that_reads_nothing_has_its_requests_read_no_more(server_dir: P
         assert status["clients"] == 1 and 0 < status["unsent"] <= MAX_UNSENT_ANSWERS + 1
         with raw_client(paths) as other:  # and still served, the first still connected
             other.sendall(b"".join(encode(*send_form(Status(1)))))
-            assert raw_receive(other).status["unsent"] == status["unsent"]
+            # Still under the bound: a request the server had half read when the first
+            # status was taken may have been answered since (64, then 65, in one CI run).
+            unsent = raw_receive(other).status["unsent"]
+            assert status["unsent"] <= unsent <= MAX_UNSENT_ANSWERS + 1
 
 
 async def test_a_call_whose_answers_are_not_read_is_fed_to_the_scheduler_no_further(
