@@ -236,12 +236,13 @@ class Scheduler(Runner):
         An item whose key is being compiled follows that compile without a lookup: a
         lookup made while it runs could miss, and end after the compile had stored its
         output and let its followers go, and the item would compile it again."""
-        under_way = [i for i in items if i.key is not None and i.key in self.coalescer]
-        for item in under_way:
-            self._enqueue(item)  # follows
-        if under_way:
-            following = {id(item) for item in under_way}
-            items = [item for item in items if id(item) not in following]
+        rest = []
+        for item in items:
+            if item.key is not None and item.key in self.coalescer:
+                self._enqueue(item)  # follows
+            else:
+                rest.append(item)
+        items = rest
         keyed = [item for item in items if item.key is not None]
         if not keyed:  # no cache
             for item in items:

@@ -65,14 +65,17 @@ _OPTION_FILE = (
     f"refused: an options file; {_NOT_COVERED}, and its relative paths would mean the "
     "compiler's folder: put its options in CompileJob.options"
 )
+#: NVRTC's options that name a precompiled header file or folder, in every spelling it
+#: takes (one dash or two; ``-`` or ``_``).
+PCH_FILE_OPTIONS = tuple(
+    f"{dash}{name}"
+    for dash in ("-", "--")
+    for name in ("use-pch", "use_pch", "create-pch", "create_pch", "pch-dir", "pch_dir")
+)
 _REFUSED = {
     **dict.fromkeys(_OPTION_FILES, _OPTION_FILE),
     **dict.fromkeys(
-        tuple(
-            f"{dash}{name}"
-            for dash in ("-", "--")  # NVRTC takes the one-dash forms as well
-            for name in ("use-pch", "use_pch", "create-pch", "create_pch", "pch-dir", "pch_dir")
-        ),
+        PCH_FILE_OPTIONS,
         f"refused: names a precompiled header file; {_NOT_COVERED}: use CompileJob(pch=True), "
         "whose precompiled headers asynccomp keeps",
     ),

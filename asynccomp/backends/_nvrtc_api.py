@@ -136,25 +136,20 @@ def _raise_pch_heap(nvrtc: Any, need: int) -> None:
             pass
 
 
-def _heap_after(nvrtc: Any, prog: Any) -> None:
+def _heap_after(nvrtc: Any, prog: Any) -> bool:
     """After a compile with ``-pch``: when the heap was too small to make the PCH, raise
-    it to what NVRTC says it needs (with room to spare), for the next compile."""
+    it to what NVRTC says it needs (with room to spare), for the next compile. Whether
+    NVRTC made a PCH (``nvrtcGetPCHCreateStatus``; never before NVRTC 12.8)."""
     try:
         status = nvrtc.nvrtcGetPCHCreateStatus(prog)[0]
         if status != nvrtc.nvrtcResult.NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED:
-            return
+            return bool(status == nvrtc.nvrtcResult.NVRTC_SUCCESS)
         err, required = nvrtc.nvrtcGetPCHHeapSizeRequired(prog)
     except (AttributeError, RuntimeError):
-        return
+        return False
     if err == nvrtc.nvrtcResult.NVRTC_SUCCESS and required:
         _raise_pch_heap(nvrtc, int(required) * 5 // 4)
-
-
-def _pch_created(nvrtc: Any, prog: Any) -> bool:
-    try:
-        return bool(nvrtc.nvrtcGetPCHCreateStatus(prog)[0] == nvrtc.nvrtcResult.NVRTC_SUCCESS)
-    except (AttributeError, RuntimeError):  # before NVRTC 12.8: no PCH at all
-        return False
+    return False
 
 
 def _output(nvrtc: Any, prog: Any, output: str) -> bytes:
@@ -221,10 +216,9 @@ def compile_prepared(
         options = [o.encode("utf-8", "surrogateescape") for o in prepared.options]
         (result,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
         log = _program_log(nvrtc, prog)
-        if pch:
-            _heap_after(nvrtc, prog)
+        made = _heap_after(nvrtc, prog) if pch else False
         if pch_made is not None:
-            pch_made.append(_pch_created(nvrtc, prog))
+            pch_made.append(made)
         if result == nvrtc.nvrtcResult.NVRTC_SUCCESS:
             binary = _output(nvrtc, prog, prepared.output)
             if not binary:

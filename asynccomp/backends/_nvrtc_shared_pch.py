@@ -46,9 +46,17 @@ from pathlib import Path
 from .._os import running
 from ..workers import template_pid
 from ._base import BackendOutput, PreparedCompile
+from ._named_files import PCH_FILE_OPTIONS
 from ._nvrtc_api import compile_prepared, uses_pch
 
-__all__ = ("FOLDER_ENV", "MAX_SHARED", "compile_sharing", "header_prefix", "pch_key")
+__all__ = (
+    "FOLDER_ENV",
+    "MAX_SHARED",
+    "compile_sharing",
+    "header_prefix",
+    "names_shared",
+    "pch_key",
+)
 
 #: The folder where a pool's workers share their PCH files, beside their own folders
 #: (its name; set by the pool for its workers, each of which has a folder of its own
@@ -106,9 +114,20 @@ def _with(prepared: PreparedCompile, *extra: str) -> PreparedCompile:
 
 def _shareable(options: tuple[str, ...]) -> bool:
     """NVRTC's automatic PCH and nothing that names a PCH file or folder of its own."""
-    names = ("create-pch", "create_pch", "use-pch", "use_pch", "pch-dir", "pch_dir")
-    own = tuple(f"{dash}{name}" for dash in ("-", "--") for name in names)
-    return any(o in _AUTO for o in options) and not any(o.startswith(own) for o in options)
+    return any(o in _AUTO for o in options) and not any(
+        o.startswith(PCH_FILE_OPTIONS) for o in options
+    )
+
+
+def _own_name(key: str) -> str:
+    """The file a worker makes a PCH in, in its own folder, before sharing it."""
+    return f"asynccomp-{key}.pch"
+
+
+def names_shared(log: str, key: str, folder: Path) -> bool:
+    """Whether a compile's log (of a job whose :func:`pch_key` is ``key``) names a PCH
+    made to be shared, or one shared in ``folder``: no worker holds it as its own."""
+    return str(folder) in log or _own_name(key) in log
 
 
 def compile_sharing(
@@ -119,9 +138,7 @@ def compile_sharing(
     global _refused
     name = os.environ.get(FOLDER_ENV)
     template = template_pid()
-    if key is None or not name or template is None or _refused:
-        return compile_prepared(prepared, cancel)
-    if not _shareable(prepared.options):
+    if key is None or not name or template is None or _refused or not _shareable(prepared.options):
         return compile_prepared(prepared, cancel)
     own = Path(tempfile.gettempdir())
     shared = own.parent / name / f"{template}-{key}.pch"
@@ -137,7 +154,7 @@ def compile_sharing(
     # Made as a file (in the worker's own folder), not with NVRTC's automatic -pch: a PCH
     # is used only with the options it was made with (#629-D otherwise), and its users
     # name it with --use-pch. Once linked, the shared name alone keeps it.
-    made = own / f"asynccomp-{key}.pch"
+    made = own / _own_name(key)
     made.unlink(missing_ok=True)
     created: list[bool] = []
     out = compile_prepared(_with(prepared, f"--create-pch={made}"), cancel, created)

@@ -52,7 +52,7 @@ from ..workers import PoolSettings, WorkerPool, cancel_event
 from ._base import BackendOutput, PreparedCompile
 from ._nvrtc_api import compile_prepared
 from ._nvrtc_files import existing_worker_folders_root, sweep_worker_folders, worker_folders_root
-from ._nvrtc_shared_pch import FOLDER_ENV, compile_sharing, header_prefix, pch_key
+from ._nvrtc_shared_pch import FOLDER_ENV, compile_sharing, header_prefix, names_shared, pch_key
 
 __all__ = (
     "CANCEL_GRACE",
@@ -116,8 +116,7 @@ class NvrtcWorkers:
         self.size = size
         self._warmup = warmup
         self._share_pch = share_pch
-        self._root: Path | None = None  # made with the pool, swept at the first start
-        self._swept = False
+        self._root: Path | None = None  # made, and swept, at the first start
         # The workers' shared PCH files: a folder beside theirs (they make it).
         self._shared_name: str | None = None
         self._pch = {"created": 0, "reused": 0, "shared": 0, "not_made": 0, "retired": 0}
@@ -155,8 +154,6 @@ class NvrtcWorkers:
         """A fresh folder for one worker (the first also sweeps stale ones)."""
         if self._root is None:
             self._root = worker_folders_root()
-        if not self._swept:
-            self._swept = True
             _sweep(self._root)
         while True:
             folder = self._root / f"{os.getpid()}-{next(_FOLDER_NUMBERS)}"
@@ -247,7 +244,7 @@ class NvrtcWorkers:
             self._pch["not_made"] += 1
             return
         shared = self.shared_folder
-        if shared is not None and (str(shared) in out.log or f"asynccomp-{key}.pch" in out.log):
+        if shared is not None and names_shared(out.log, key, shared):
             self._pch["shared"] += 1
             return  # not this worker's: any worker of the template uses it
         if self.pool.tag(pid, key, retire_over=MAX_PCH_PER_WORKER) == "retired":
