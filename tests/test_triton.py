@@ -778,6 +778,140 @@ def test_autotune_inside_the_users_async_mode_is_tritons() -> None:
     assert autotuner.best_config.kwargs["BLOCK"] == 32
 
 
+# -- screening: brief benchmarks first, full ones for the configs that can win ---------------
+
+
+class Benches:
+    """Triton's default benchmark as a screened autotune meets it (no GPU): the brief one
+    (``triton.testing.do_bench`` with the screen's ``rep``) answers ``brief[BLOCK]``, the
+    full one (the autotuner's ``do_bench``) ``full[BLOCK]``; both note what they timed."""
+
+    def __init__(self, fake: FakeKernel, brief: dict[int, float], full: dict[int, float]):
+        self.fake, self.brief, self.full = fake, brief, full
+        self.timed: list[tuple[str, int]] = []
+
+    def _timed(self, kind: str, kernel_call: Any, table: dict[int, float]) -> list[float]:
+        kernel_call()
+        block = self.fake.launched[-1]
+        self.timed.append((kind, block))
+        return [table[block]] * 3
+
+    def do_bench(self, kernel_call: Any, warmup: float, rep: float, quantiles: Any) -> list[float]:
+        assert (warmup, rep) == (1.0, 10.0)  # Screen()'s
+        return self._timed("brief", kernel_call, self.brief)
+
+    def autotuner_bench(self, kernel_call: Any, quantiles: Any) -> list[float]:
+        return self._timed("full", kernel_call, self.full)
+
+
+def screened(
+    monkeypatch: pytest.MonkeyPatch,
+    brief: dict[int, float],
+    full: dict[int, float],
+    fake: FakeKernel | None = None,
+) -> tuple[Any, Autotuner, Benches]:
+    """An autotune over configs BLOCK in ``brief`` with Triton's default benchmark (the
+    autotuner's ``do_bench`` property, here without a GPU: ``full``), screened."""
+    fake = fake or FakeKernel()
+    benches = Benches(fake, brief, full)
+    monkeypatch.setattr(triton.testing, "do_bench", benches.do_bench)
+    configs = [Config({"BLOCK": b}, num_warps=4) for b in sorted(brief)]
+    tuned = Autotuner(fake, fake.arg_names, configs, ["n"], None, None)
+    assert tuned._do_bench is None  # Triton's default benchmark: screening applies
+    tuned.__dict__["do_bench"] = benches.autotuner_bench  # what the property caches
+    try:
+        tuned.run("x", 1000, grid=(1,), warmup=False)
+    except Exception as exc:
+        return exc, tuned, benches
+    return tuned.best_config.kwargs["BLOCK"], tuned, benches
+
+
+def test_screening_benchmarks_in_full_only_the_configs_that_can_win(
+    monkeypatch: pytest.MonkeyPatch, counts: Counts
+) -> None:
+    at.register(workers=2, screen=True)
+    brief = {16: 5.0, 32: 2.0, 64: 2.1, 128: 3.0, 256: 9.0}
+    full = {16: 5.1, 32: 2.05, 64: 1.9, 128: 3.1, 256: 9.2}
+    best, tuned, benches = screened(monkeypatch, brief, full)
+    # 32 and 64 are within 1.1x of the fastest brief timing (2.0): timed in full, and 64
+    # is faster in full. The others keep their brief timing.
+    assert best == 64
+    assert sorted(b for kind, b in benches.timed if kind == "full") == [32, 64]
+    assert sorted(b for kind, b in benches.timed if kind == "brief") == sorted(brief)
+    timings = {c.kwargs["BLOCK"]: t[0] for c, t in tuned.configs_timings.items()}
+    assert timings == {16: 5.0, 32: 2.05, 64: 1.9, 128: 3.0, 256: 9.0}
+    assert (counts.short_benchmarks, counts.full_benchmarks) == (5, 2)
+    assert tuned.__dict__["do_bench"] == benches.autotuner_bench  # given back after each
+
+
+def test_screening_times_in_full_a_config_timed_briefly_below_the_best_full_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A config whose brief timing was optimistic: the configs outside ``keep_within``
+    whose brief timing beats its full one are timed in full too, so the config chosen has
+    a full timing and none timed only briefly measured faster than it."""
+    at.register(workers=2, screen=at.Screen(keep_within=1.05))
+    brief = {16: 1.0, 32: 1.5, 64: 2.5, 128: 4.0}
+    full = {16: 3.0, 32: 1.6, 64: 2.6, 128: 4.1}
+    best, tuned, benches = screened(monkeypatch, brief, full)
+    assert best == 32
+    full_timed = [b for kind, b in benches.timed if kind == "full"]
+    assert full_timed == [16, 32]  # 16 first (within), then 32 (1.5 < 3.0); 64: 2.5 > 1.6
+    timings = {c.kwargs["BLOCK"]: t[0] for c, t in tuned.configs_timings.items()}
+    assert timings == {16: 3.0, 32: 1.6, 64: 2.5, 128: 4.0}
+
+
+def test_screening_failures_are_tritons(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ptxas error: an infinite timing (from the brief benchmark, no full one); an
+    error Triton's _bench does not catch: raised at that config, as Triton raises it."""
+    at.register(workers=2, screen=True)
+    brief = {16: 5.0, 32: 2.0, 64: 3.0, 128: 2.0}
+    full = dict(brief)
+    ptxas: dict[int, BaseException] = {32: PTXASError("register spill")}
+    best, tuned, benches = screened(monkeypatch, brief, full, FakeKernel(ptxas))
+    assert best == 128
+    assert tuned.configs_timings[Config({"BLOCK": 32}, num_warps=4)] == [float("inf")] * 3
+    assert ("full", 32) not in benches.timed
+
+    at.unregister()
+    at.register(workers=2, screen=True)
+    broken: dict[int, BaseException] = {64: ValueError("not a kernel")}
+    raised, _, _ = screened(monkeypatch, brief, full, FakeKernel(broken))
+    assert type(raised) is ValueError and str(raised) == "not a kernel"
+
+
+def test_an_autotune_with_its_own_do_bench_is_not_screened(
+    monkeypatch: pytest.MonkeyPatch, counts: Counts
+) -> None:
+    """A ``do_bench=`` of the user's may measure in other units: every config gets it."""
+    at.register(workers=2, screen=True)
+    monkeypatch.setattr(triton.testing, "do_bench", None)  # never called
+    best, _ = autotune(TIMINGS, FakeKernel())
+    assert best == 32
+    assert (counts.short_benchmarks, counts.full_benchmarks) == (0, 5)
+
+
+@pytest.mark.parametrize(
+    "screen",
+    [
+        at.Screen,  # made inside the test: its errors are the test's
+        "yes",
+        1,
+    ],
+)
+def test_a_bad_screen_is_a_settings_error(screen: Any) -> None:
+    from asynccomp.errors import SettingsError
+
+    if screen is at.Screen:
+        for bad in ({"keep_within": 0.5}, {"rep_ms": 0}, {"warmup_ms": float("inf")}):
+            with pytest.raises(SettingsError):
+                at.Screen(**bad)
+        return
+    with pytest.raises(SettingsError, match="screen"):
+        at.register(workers=1, screen=screen)
+    assert not at.registered()
+
+
 # -- on a GPU --------------------------------------------------------------------------------
 
 

@@ -28,7 +28,9 @@ small matmul, more for big tiles), one at a time: threads gain nothing, and
   same timings as it would alone. A config that fails to compile is dropped or raises
   exactly as in Triton; a worker that dies compiling a config (Triton's C++ aborting)
   or runs past ``timeout`` drops that config only (logged), where Triton's own process
-  would have died or hung.
+  would have died or hung. ``register(screen=Screen())`` benchmarks every config
+  briefly first and in full only those that can win (Triton's full benchmark is ~125 ms
+  of GPU time per config, in turn).
 - **Many at once** (``kernel.warmup`` of many specializations): ``with
   asynccomp.triton.parallel(): ...`` is Triton's ``AsyncCompileMode`` over the workers.
 - **No GPU needed**: :func:`compile_many` compiles Triton ``ASTSource``\\ s (or ``(fn,
@@ -61,6 +63,7 @@ Without Triton installed, ``import asynccomp.triton`` works; :func:`register` an
 
 from __future__ import annotations
 
+from ._autotune import Screen
 from ._compile import TritonStatistics, statistics
 from ._errors import TritonCompileCrashed, TritonCompileTimeout
 from ._hooks import enabled, parallel, register, registered, unregister
@@ -71,6 +74,7 @@ from ._version import SUPPORTED, TESTED, TritonFallbackWarning, TritonVersionWar
 __all__ = (
     "SUPPORTED",
     "TESTED",
+    "Screen",
     "TritonCompileCrashed",
     "TritonCompileTimeout",
     "TritonFallbackWarning",

@@ -27,6 +27,19 @@ not benchmarked). What Triton alone cannot survive costs one config here: a work
 dies compiling it (Triton's C++ aborting) or runs past the compile timeout drops that
 config (infinite timing, logged) and the others go on.
 
+Screening (``register(screen=Screen())``; off by default): Triton benchmarks every
+config for ~125 ms of GPU time (``do_bench``'s 25 ms warm-up and 100 ms of runs), one
+after the other, so 64 configs take ~8 s however fast they compile. A :class:`Screen`
+benchmarks each config briefly first (Triton's ``do_bench`` with ``warmup_ms`` and
+``rep_ms``, through Triton's own ``_bench``), as it is compiled, and gives the
+autotuner's full benchmark only to the configs within ``keep_within`` of the fastest
+brief timing (while compiles are still coming, the ones that look best so far), then to
+any other whose brief timing is below the best full one. The others keep their brief
+timing. So the config ``run`` chooses always has its full benchmark, and no config timed
+only briefly measured faster than it. Screening applies where the autotuner benchmarks
+with Triton's default ``do_bench`` (a ``do_bench=`` of the user's may measure in other
+units: every config gets it in full).
+
 Left as Triton runs it: an autotune inside the user's own ``AsyncCompileMode``, a list of
 one config, and a ``_bench`` call that is not ``run``'s benchmark of the list
 ``prune_configs`` returned.
@@ -35,14 +48,16 @@ one config, and a ``_bench`` call that is not ``run``'s benchmark of the list
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from . import _pool
+from . import _compile, _pool
 from ._errors import TritonCompileCrashed, TritonCompileTimeout
 
-__all__ = ("install", "installed", "uninstall")
+__all__ = ("Screen", "install", "installed", "screen", "set_screen", "uninstall")
 
 logger = logging.getLogger("asynccomp.triton")
 
@@ -50,6 +65,52 @@ _PRUNED = "_asynccomp_pruned"  # on the tuner: the list prune_configs returned l
 _ROUND = "_asynccomp_round"  # on the tuner: the benchmark of that list under way
 
 originals: dict[str, Any] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Screen:
+    """Benchmark an autotune's configs briefly first, and in full only those that can win
+    (``asynccomp.triton.register(screen=Screen())``).
+
+    ``keep_within``: configs whose brief timing is within this factor of the fastest
+    brief timing get the autotuner's full benchmark; ``warmup_ms`` and ``rep_ms``: the
+    brief benchmark's (Triton's ``do_bench``; its defaults are 25 and 100). The config
+    chosen always has its full benchmark (see :mod:`asynccomp.triton._autotune`)."""
+
+    keep_within: float = 1.1
+    warmup_ms: float = 1.0
+    rep_ms: float = 10.0
+
+    def __post_init__(self) -> None:
+        from ..errors import SettingsError
+
+        if not (isinstance(self.keep_within, (int, float)) and 1.0 <= self.keep_within < math.inf):
+            raise SettingsError("keep_within", self.keep_within, "must be a finite number >= 1")
+        for name in ("warmup_ms", "rep_ms"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 < value < math.inf):
+                raise SettingsError(name, value, "must be a positive number of milliseconds")
+
+
+_screen: Screen | None = None
+
+
+def screen() -> Screen | None:
+    """The screening :func:`~asynccomp.triton.register` set (``None``: off)."""
+    return _screen
+
+
+def set_screen(value: object) -> None:
+    """``register(screen=...)``: a :class:`Screen`, ``True`` (its defaults) or ``False``."""
+    global _screen
+    if isinstance(value, Screen):
+        _screen = value
+    elif value is True or value is False or value is None:
+        _screen = Screen() if value else None
+    else:
+        from ..errors import SettingsError
+
+        raise SettingsError("screen", value, "must be an asynccomp.triton.Screen, True or False")
 
 
 def installed() -> bool:
@@ -107,7 +168,10 @@ def _bench(self: Any, *args: Any, config: Any, **meta: Any) -> Any:
             or active_mode.get() is not None
         ):
             return own(self, *args, config=config, **meta)
-        bench = _Round(self, configs, args, meta)
+        # Screening where the autotuner benchmarks with Triton's default do_bench only
+        # (a do_bench of the user's may measure in other units).
+        screening = _screen if getattr(self, "_do_bench", None) is None else None
+        bench = _Round(self, configs, args, meta, screening)
     return bench.timing(config)
 
 
@@ -129,13 +193,32 @@ def _warmup(self: Any, *args: Any, **kwargs: Any) -> Any:
         executor.shutdown(wait=False, cancel_futures=True)
 
 
+_NONE = object()
+
+
+def _seconds(timing: Any) -> float:
+    """What Triton's ``min`` over the timings compares first: the median where
+    ``do_bench`` gave quantiles."""
+    return float(timing[0] if isinstance(timing, (list, tuple)) else timing)
+
+
 class _Round:
     """One benchmark of a pruned list of configs (see the module's doc)."""
 
-    def __init__(self, tuner: Any, configs: Sequence[Any], args: tuple[Any, ...], meta: Any):
+    def __init__(
+        self,
+        tuner: Any,
+        configs: Sequence[Any],
+        args: tuple[Any, ...],
+        meta: Any,
+        screen: Screen | None = None,
+    ):
         from triton.runtime._async_compile import AsyncCompileMode
 
         self.tuner, self.configs, self.args, self.meta = tuner, list(configs), args, meta
+        self.screen = screen
+        self.brief: dict[int, Any] = {}  # screening: the brief timings, finite ones
+        self.full: dict[int, Any] = {}  # screening: the full timings
         self.asked = 0  # configs run has asked for
         self.outcomes: dict[int, tuple[bool, Any]] = {}  # (True, timing) or (False, exc)
         self.ready: list[int] = []  # benchmarkable now, in the order they became so
@@ -193,9 +276,10 @@ class _Round:
         configs compiled meanwhile first."""
         i = self.asked
         self.asked += 1
+        step = self._bench_next if self.screen is None else self._screen_next
         try:
             while i not in self.outcomes:
-                self._bench_next(i)
+                step(i)
         except BaseException:
             self.close()
             raise
@@ -227,9 +311,10 @@ class _Round:
         if not ok:
             self.stop_at = min(self.stop_at, j)
 
-    def _bench_one(self, j: int) -> tuple[bool, Any]:
+    def _bench_one(self, j: int, brief: bool = False) -> tuple[bool, Any]:
         from triton.runtime._async_compile import active_mode
 
+        _compile.count(**{"short_benchmarks" if brief else "full_benchmarks": 1})
         config = self.configs[j]
         kernel = self.kernels.get(j)
         failed = False
@@ -241,6 +326,10 @@ class _Round:
         # A failed compile is raised inside the config's kernel call, as Triton raises it:
         # under the same async mode the call finds its FutureKernel, and raises.
         token = active_mode.set(self.mode) if failed else None
+        own = self.tuner.__dict__
+        before = own.get("do_bench", _NONE)
+        if brief:  # Triton's _bench, its do_bench for a brief while (see Screen)
+            own["do_bench"] = self._brief_bench
         try:
             return True, originals["_bench"](self.tuner, *self.args, config=config, **self.meta)
         except (TritonCompileCrashed, TritonCompileTimeout) as exc:
@@ -254,8 +343,79 @@ class _Round:
         except Exception as exc:
             return False, exc
         finally:
+            if brief:
+                if before is _NONE:
+                    own.pop("do_bench", None)
+                else:
+                    own["do_bench"] = before
             if token is not None:
                 active_mode.reset(token)
+
+    def _brief_bench(self, kernel_call: Any, quantiles: Any) -> Any:
+        import triton.testing  # looked up at each call, as Triton's benchmarker is
+
+        assert self.screen is not None
+        return triton.testing.do_bench(
+            kernel_call,
+            warmup=self.screen.warmup_ms,
+            rep=self.screen.rep_ms,
+            quantiles=quantiles,
+        )
+
+    def _screen_next(self, wanted: int) -> None:
+        """One step of a screened round: a brief benchmark of a config compiled, else a
+        full one of a config that can win, else a wait for the next compile; once all
+        are timed, every config's outcome (see :class:`Screen`)."""
+        assert self.screen is not None
+        useful = [j for j in range(len(self.configs)) if j <= self.stop_at]
+        ready = [j for j in self.ready if j <= self.stop_at]
+        if ready:
+            j = ready[0]
+            self.ready.remove(j)
+            ok, value = self._bench_one(j, brief=True)
+            if ok and _seconds(value) < math.inf:
+                self.brief[j] = value
+            else:  # failed, or dropped: a full benchmark would say the same
+                self.outcomes[j] = (ok, value)
+                if not ok:
+                    self.stop_at = min(self.stop_at, j)
+            return
+        timed = [j for j in useful if j in self.brief and j not in self.full]
+        if timed:
+            fastest = min(_seconds(self.brief[j]) for j in useful if j in self.brief)
+            bound = fastest * self.screen.keep_within
+            within = [j for j in timed if _seconds(self.brief[j]) <= bound]
+            if within:
+                self._full(min(within, key=lambda j: _seconds(self.brief[j])))
+                return
+        pending = [f for f, idx in self.waiting.items() if any(j <= self.stop_at for j in idx)]
+        if pending:
+            done, _ = concurrent.futures.wait(
+                pending, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            for future in done:
+                self.ready.extend(sorted(self.waiting.pop(future)))
+            return
+        full = [_seconds(self.full[j]) for j in useful if j in self.full and j in self.brief]
+        best = min(full, default=math.inf)
+        below = [j for j in timed if _seconds(self.brief[j]) < best]
+        if below:  # timed only briefly, and faster than the best full timing
+            self._full(min(below, key=lambda j: _seconds(self.brief[j])))
+            return
+        for j in useful:
+            if j in self.brief and j not in self.outcomes:
+                self.outcomes[j] = (True, self.full.get(j, self.brief[j]))
+        if wanted not in self.outcomes:  # every config run may ask for is timed by now
+            raise RuntimeError(f"asynccomp.triton: config {wanted} of the autotune has no timing")
+
+    def _full(self, j: int) -> None:
+        ok, value = self._bench_one(j)
+        if ok:
+            self.full[j] = value
+        else:
+            self.brief.pop(j)
+            self.outcomes[j] = (False, value)
+            self.stop_at = min(self.stop_at, j)
 
     def close(self) -> None:
         if self.tuner.__dict__.get(_ROUND) is self:

@@ -43,6 +43,7 @@ __all__ = (
     "start",
     "statistics",
     "timeout",
+    "count",
 )
 
 #: Seconds one compile may take in its worker before it is killed, by default
@@ -76,6 +77,8 @@ class _Counts:
     in_process: int = 0
     shared: int = 0
     worker_seconds: float = 0.0
+    short_benchmarks: int = 0
+    full_benchmarks: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +93,8 @@ class TritonStatistics:
     in_process: int  # compiled here, as Triton alone does (TritonFallbackWarning says why)
     shared: int  # compiles answered by an identical one already on its way
     worker_seconds: float  # the workers' time on the compiles, summed
+    short_benchmarks: int  # autotune configs benchmarked briefly (register(screen=...))
+    full_benchmarks: int  # autotune configs benchmarked with the autotuner's own benchmark
     workers: PoolStatistics | None  # the worker pool's, while it runs
 
 
@@ -101,7 +106,7 @@ _inflight: dict[str, tuple[TaskHandle, WorkerPool]] = {}  # Triton's hash -> its
 _stay_here: dict[str, str] = {}
 
 
-def _count(**changes: float) -> None:
+def count(**changes: float) -> None:
     with _lock:
         for name, change in changes.items():
             setattr(_counts, name, getattr(_counts, name) + change)
@@ -256,19 +261,19 @@ def finish(job: Job, task: TaskResult | None = None) -> Any:
     """The job's kernel (Triton's ``CompiledKernel``), or the exception its compile
     raised: ``task`` is its worker task's result (``None``: it had none)."""
     if job.hit:
-        _count(cache_hits=1)
+        count(cache_hits=1)
         return own_compile(job)  # Triton's cache hit, as Triton makes it
     if job.own is not None or task is None:
         _warn(job.source, job.own or "it never reached a worker")
-        _count(in_process=1)
+        count(in_process=1)
         return own_compile(job)
-    _count(worker_seconds=task.elapsed)
+    count(worker_seconds=task.elapsed)
     if task.outcome == "done":
         built: Built = task.value
         if built.hash != job.hash:  # cannot be: the worker checked the key
             raise TaskFailed(f"the worker built {built.hash}, not {job.hash}")
         # Triton's cache in the worker had it: another process built it meanwhile.
-        _count(**{"cache_hits" if built.cache_hit else "compiled": 1})
+        count(**{"cache_hits" if built.cache_hit else "compiled": 1})
         return _kernel(job, built)
     if task.outcome == "error":
         error = task.value
@@ -279,12 +284,12 @@ def finish(job: Job, task: TaskResult | None = None) -> Any:
             # The worker cannot build this kernel (or its exception cannot travel):
             # Triton, here, builds it or raises its own exception.
             _warn(job.source, str(error))
-            _count(in_process=1)
+            count(in_process=1)
             return own_compile(job)
-        _count(errors=1)
+        count(errors=1)
         raise copy.copy(error) if isinstance(error, BaseException) else TaskFailed(str(error))
     if task.outcome == "timeout":
-        _count(timed_out=1)
+        count(timed_out=1)
         raise TritonCompileTimeout(
             f"compiling the Triton kernel {job.source.name} took more than {job.timeout} s "
             "in its asynccomp worker, which was killed (asynccomp.triton.register(timeout=...))",
@@ -296,10 +301,10 @@ def finish(job: Job, task: TaskResult | None = None) -> Any:
             "unregister(), or another worker count asked for)"
         )
         _warn(job.source, why)
-        _count(in_process=1)
+        count(in_process=1)
         return own_compile(job)
     if task.outcome in ("crashed", "memory"):
-        _count(crashed=1)
+        count(crashed=1)
         raise TritonCompileCrashed(
             f"the asynccomp worker compiling the Triton kernel {job.source.name} died "
             f"({task.value}: Triton's compiler crashed in it, or it was killed; "
@@ -309,7 +314,7 @@ def finish(job: Job, task: TaskResult | None = None) -> Any:
     # start_failed: no worker can start; cancelled: another caller of this shared compile
     # was interrupted. Triton builds it here.
     _warn(job.source, f"the workers could not compile it ({task.outcome}: {task.value})")
-    _count(in_process=1)
+    count(in_process=1)
     return own_compile(job)
 
 

@@ -54,7 +54,11 @@ def _do_compile(self: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def register(
-    *, workers: int | None = None, timeout: float | None = _compile.TIMEOUT, autotune: bool = True
+    *,
+    workers: int | None = None,
+    timeout: float | None = _compile.TIMEOUT,
+    autotune: bool = True,
+    screen: _autotune.Screen | bool = False,
 ) -> bool:
     """Compile Triton's kernels on asynccomp's warm worker processes, from now on (see
     :mod:`asynccomp.triton`). ``workers``: how many (default: one per CPU but one, which
@@ -62,8 +66,10 @@ def register(
     compile, and a benchmark starved of CPU measures its own waiting); ``timeout``:
     seconds one compile may run in its worker (``None``: no limit); ``autotune``: also
     compile every config of an ``@triton.autotune`` at once and benchmark each as it is
-    ready. The workers start now, in the background. Idempotent (a second call updates
-    the settings).
+    ready; ``screen``: benchmark those configs briefly first and in full only those that
+    can win (:class:`Screen`; ``True``: its defaults; off by default, where every config
+    gets Triton's own benchmark). The workers start now, in the background. Idempotent (a
+    second call updates the settings).
 
     Returns ``True``; ``False`` (after a :class:`TritonVersionWarning`, nothing replaced)
     where the installed Triton is not one this module supports. Raises ``ImportError``
@@ -81,6 +87,7 @@ def register(
     from triton.runtime.jit import JITFunction
 
     with _lock:
+        _autotune.set_screen(screen)
         _pool.set_size(workers or max(1, _pool.cpus() - 1))
         _compile.set_timeout(timeout)
         if not _originals:
@@ -102,12 +109,17 @@ def unregister() -> None:
 
             JITFunction._do_compile = _originals.pop("do_compile")
             _autotune.uninstall()
+            _autotune.set_screen(False)
         _pool.close()
 
 
 @contextlib.contextmanager
 def enabled(
-    *, workers: int | None = None, timeout: float | None = _compile.TIMEOUT, autotune: bool = True
+    *,
+    workers: int | None = None,
+    timeout: float | None = _compile.TIMEOUT,
+    autotune: bool = True,
+    screen: _autotune.Screen | bool = False,
 ) -> Iterator[bool]:
     """:func:`register` for a ``with`` block: Triton's own functions back after it.
     Where it was registered before the block, it is left as it was (settings included).
@@ -116,7 +128,7 @@ def enabled(
         if registered():  # the settings it was registered with stay
             done, mine = True, False
         else:
-            done = register(workers=workers, timeout=timeout, autotune=autotune)
+            done = register(workers=workers, timeout=timeout, autotune=autotune, screen=screen)
             mine = done
     try:
         yield done
