@@ -7,7 +7,9 @@ initializers are tests/warm_tasks.py's (by name: no cloudpickle here)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
+import logging
 import os
 import signal
 import sys
@@ -172,6 +174,27 @@ def test_a_queued_task_cancelled_never_runs(start: float, gate: Path) -> None:
         claimed(gate, start)
         queued.cancel()
         assert queued.result(timeout=start) == TaskResult("cancelled", None)
+        (gate / "open").touch()
+        assert busy.result(timeout=start).outcome == "done"
+    finally:
+        _close(pool, gate)
+
+
+def test_a_queued_task_withdrawn_never_runs_and_a_running_one_stays(
+    start: float, gate: Path
+) -> None:
+    """``withdraw()`` takes back a task no worker has yet (for a caller that can do it
+    itself meanwhile), and leaves one a worker runs alone."""
+    pool = pool_of(1)
+    try:
+        busy = pool.submit(warm_tasks.first_task_hangs, str(gate))
+        queued = pool.submit(warm_tasks.pid)
+        claimed(gate, start)
+        assert pool.statistics().ready == 1
+        assert not busy.withdraw()
+        assert queued.withdraw()
+        assert queued.result(timeout=start) == TaskResult("cancelled", None)
+        assert not queued.withdraw()  # ended: nothing to take back
         (gate / "open").touch()
         assert busy.result(timeout=start).outcome == "done"
     finally:
@@ -625,6 +648,8 @@ def test_a_lowering_batch_shut_down_early_stops_its_configs(
     recipe: Any = str(gate)  # the stand-in task's argument, in place of a packed recipe
     units = [_pool.Unit([recipe], finished.append) for _ in range(4)]
     try:
+        # Ready first: a batch that comes before any worker is lowers units here.
+        assert workers.wait_ready(4 * start)
         batch = _pool.Batch(workers, units, finishers=1)
         claimed(gate, start)
         deadline = time.monotonic() + start
@@ -640,6 +665,62 @@ def test_a_lowering_batch_shut_down_early_stops_its_configs(
         assert not finished  # no unit was finished after the shutdown
         [after] = within(4 * start, lambda: workers.map(warm_tasks.pid, [()]), "map")
         assert after.outcome == "done"
+    finally:
+        _close(workers, gate)
+
+
+def test_a_lowering_batch_lowers_here_while_the_workers_start(
+    start: float, gate: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 36: a batch that comes while the template is still starting (importing
+    TileLang, at a process's first autotune) does not wait idle: this process takes
+    units back from the end of the queue, LOWER_HERE at a time, and lowers them itself,
+    silently (no "lowering in this process" warning: nothing went wrong)."""
+    from asynccomp.tilelang import _pool
+
+    never_ready = functools.partial(warm_tasks.wait_open, str(gate))
+    workers = pool_of(2, initializers=[never_ready], start_timeout=10 * start)
+    finished: list[tuple[int, list[object]]] = []
+    lock = threading.Lock()
+
+    def finish(u: int, outcomes: list[object]) -> int:
+        with lock:
+            finished.append((u, outcomes))
+        return u
+
+    units = [_pool.Unit(["recipe"], functools.partial(finish, u)) for u in range(5)]
+    try:
+        with caplog.at_level(logging.WARNING, logger="asynccomp.tilelang"):
+            batch = _pool.Batch(workers, units, finishers=4)
+            done, _ = concurrent.futures.wait(batch.futures, timeout=4 * start)
+            assert len(done) == 5, "the units were not lowered here while no worker was ready"
+            batch.shutdown()
+        assert [f.result() for f in batch.futures] == list(range(5))
+        assert workers.statistics().ready == 0  # no worker had started all along
+        for _, outcomes in finished:
+            assert outcomes == [_pool.Unavailable("lowered here while the workers start", True)]
+        # From the end of the queue (the workers take from the front), two at a time.
+        assert {u for u, _ in finished[:2]} == {4, 3}
+        assert not caplog.records
+    finally:
+        _close(workers, gate)
+
+
+def test_a_lowering_batch_leaves_everything_to_ready_workers(
+    start: float, gate: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asynccomp.tilelang import _pool
+
+    monkeypatch.setattr(_pool, "_lower", warm_tasks.lowering_hangs)
+    (gate / "open").touch()  # the stand-in lowering returns its worker's pid at once
+    workers = pool_of(1)
+    try:
+        assert workers.wait_ready(4 * start)
+        batch = _pool.Batch(workers, [_pool.Unit([str(gate)], list) for _ in range(4)], 2)
+        done, _ = concurrent.futures.wait(batch.futures, timeout=4 * start)
+        batch.shutdown()
+        assert len(done) == 4
+        assert all(f.result() == workers.pids() for f in batch.futures)  # a worker's each
     finally:
         _close(workers, gate)
 

@@ -9,6 +9,12 @@ time waiting on asynccomp's engine, not holding the interpreter lock. Each unit'
 is a ``concurrent.futures.Future``, as TileLang's own thread pool gives it. A batch shut
 down before its configs are lowered (Ctrl-C in TileLang's loop) cancels the rest: their
 workers stop, and the pool serves the next batch.
+
+A batch that comes while the workers are still starting (the template importing
+TileLang: seconds, at a process's first autotune) does not wait idle for them: this
+process takes units back from the end of the queue, :data:`LOWER_HERE` at a time, and
+lowers them itself as TileLang does, until a worker is ready; the workers take the rest
+from the front.
 """
 
 from __future__ import annotations
@@ -43,10 +49,18 @@ LOWERING_TIMEOUT = 600.0
 @dataclasses.dataclass(frozen=True)
 class Unavailable:
     """No worker could run the recipe (it did not load there, its result did not travel
-    back, or the workers did not start): the parent lowers this config itself, as
+    back, or the workers did not start), or this process took it back to lower itself
+    while the workers start (``taken_back``): the parent lowers this config itself, as
     TileLang does; ``reason`` says why."""
 
     reason: str
+    taken_back: bool = False
+
+
+#: Units this process lowers itself at once while the workers start: TileLang's lowering
+#: holds the interpreter lock most of the time, so more threads would only take more
+#: units from the workers (which are ready a few seconds later) without lowering faster.
+LOWER_HERE = 2
 
 
 Outcome = Lowered | Raised | Unavailable
@@ -151,14 +165,24 @@ class Batch:
             max(1, finishers), thread_name_prefix="asynccomp-tilelang"
         )
         path = list(sys.path)
+        self._workers = workers
         self._handles: list[TaskHandle] = []
+        self._unit_handles: list[list[TaskHandle]] = []
+        self._taken: set[int] = set()  # units this process tried to take back
+        self._here_units: set[int] = set()  # taken back, lowering here (module's doc)
+        self._here = 0  # slots of LOWER_HERE in use
         for u, unit in enumerate(self._units):
             if not unit.recipes:
                 self._finish(u)
+            handles = []
             for r, recipe in enumerate(unit.recipes):
                 handle = workers.submit(_lower, recipe, path, timeout=_timeout)
                 handle.add_done_callback(functools.partial(self._lowered, u, r))
-                self._handles.append(handle)
+                handles.append(handle)
+            self._unit_handles.append(handles)
+            self._handles.extend(handles)
+        for _ in range(LOWER_HERE):
+            self._take_back()
 
     def shutdown(self, wait: bool = True) -> None:
         with self._lock:
@@ -169,9 +193,38 @@ class Batch:
             future.cancel()  # units never finished
         self._executor.shutdown(wait=wait)
 
+    def _take_back(self) -> None:
+        """While no worker is ready and the template is not either (it imports TileLang:
+        a ready template forks workers in a moment), take back the last unit no worker
+        has begun, to lower it here (its finish, on a finisher thread, as TileLang
+        lowers). A config of it a worker took meanwhile stays the worker's."""
+        stats = self._workers.statistics()
+        if stats.ready or stats.template or self._workers.closed:
+            return
+        with self._lock:
+            if self._shut or self._here >= LOWER_HERE:
+                return
+            self._here += 1  # a slot, held while we look
+        for u in reversed(range(len(self._units))):
+            with self._lock:
+                if u in self._taken:
+                    continue
+                self._taken.add(u)
+            withdrawn = [handle.withdraw() for handle in self._unit_handles[u]]
+            with self._lock:
+                if any(withdrawn) and not self.futures[u].done():
+                    self._here_units.add(u)  # its finish gives the slot back
+                    return
+        with self._lock:
+            self._here -= 1
+
     def _lowered(self, u: int, r: int, handle: TaskHandle) -> None:
         """A config's outcome (from the pool's thread: only bookkeeping here)."""
-        outcome = _outcome(handle.result())
+        result = handle.result()
+        if result.outcome == "cancelled":  # taken back (_take_back), or the batch shut
+            outcome: Outcome = Unavailable("lowered here while the workers start", True)
+        else:
+            outcome = _outcome(result)
         with self._lock:
             self._outcomes[u][r] = outcome
             complete = all(o is not None for o in self._outcomes[u]) and not self._shut
@@ -181,19 +234,28 @@ class Batch:
     def _finish(self, u: int) -> None:
         outcomes = [o for o in self._outcomes[u] if o is not None]
         for outcome in outcomes:
-            if isinstance(outcome, Unavailable):
+            if isinstance(outcome, Unavailable) and not outcome.taken_back:
                 logger.warning(
                     "asynccomp.tilelang: lowering a config in this process: %s", outcome.reason
                 )
         future = self.futures[u]
 
         def run() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
             try:
-                future.set_result(self._units[u].finish(outcomes))
-            except BaseException as exc:
-                future.set_exception(exc)
+                if not future.set_running_or_notify_cancel():
+                    return
+                try:
+                    future.set_result(self._units[u].finish(outcomes))
+                except BaseException as exc:
+                    future.set_exception(exc)
+            finally:
+                with self._lock:
+                    mine = u in self._here_units
+                    if mine:
+                        self._here_units.discard(u)
+                        self._here -= 1
+                if mine:  # lowered here: the next one, if still no worker is ready
+                    self._take_back()
 
         try:
             self._executor.submit(run)

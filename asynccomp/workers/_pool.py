@@ -85,6 +85,13 @@ class TaskHandle:
         ``cancelled``."""
         self._pool._cancel(self._task)
 
+    def withdraw(self) -> bool:
+        """Take the task back if it still waits for a worker: ``True``, and it never
+        runs (its result is ``cancelled``); ``False`` once a worker has it or it ended.
+        For a caller that can do the work itself meanwhile (TileLang's autotune lowers
+        configs in its own process while the workers start)."""
+        return self._pool._withdraw(self._task)
+
 
 class WorkerPool:
     """Worker processes that run ``fn(*args)`` tasks: the one process layer under NVRTC's
@@ -214,6 +221,15 @@ class WorkerPool:
             core.cancel(task)
         core.settle()
 
+    def _withdraw(self, task: Task) -> bool:
+        core = self._core
+        with core.lock:
+            taken = task in core.queue and not task.future.done()
+            if taken:
+                core.cancel(task)  # still queued: dropped, never sent
+        core.settle()
+        return taken
+
     # -- workers -------------------------------------------------------------------------
 
     def warm(self) -> concurrent.futures.Future[None]:
@@ -326,6 +342,7 @@ def _statistics(core: Core) -> PoolStatistics:
         over_memory=c["memory"],
         alive=len(core.workers),
         busy=sum(w.state is WorkerState.BUSY for w in core.workers.values()),
+        ready=sum(w.state is not WorkerState.STARTING for w in core.workers.values()),
         queued=len(core.queue),
         template=core.template is not None and core.template.ready,
     )

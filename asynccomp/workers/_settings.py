@@ -107,5 +107,6 @@ class PoolStatistics:
     over_memory: int  # killed past memory_limit
     alive: int  # now: starting, idle or busy
     busy: int
+    ready: int  # now: idle or busy (started, initializers run)
     queued: int
     template: bool  # a warm template is ready to fork workers
