@@ -918,8 +918,9 @@ def test_a_bad_screen_is_a_settings_error(screen: Any) -> None:
 @pytest.mark.gpu
 def test_autotune_on_a_gpu_matches_tritons_own(tmp_path: Path) -> None:
     """A real autotune of the matmul (benchmarks/tuners/triton_sweep.py --gpu, each mode
-    in a fresh process): the same best config as Triton's own given the same timings,
-    every config's cubin and output equal to Triton's own build's, close to torch's."""
+    in a fresh process): the same best config as Triton's own given the same timings
+    (screened: one whose Triton timing is within 1.1x of the best's), every config's
+    cubin and output equal to Triton's own build's, close to torch's."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU on this machine")
@@ -946,5 +947,7 @@ def test_autotune_on_a_gpu_matches_tritons_own(tmp_path: Path) -> None:
     assert report.exists(), done.stdout + done.stderr
     checks = json.loads(report.read_text())
     assert checks["same_best"], (checks["asynccomp"]["best"], checks["triton"]["best"])
+    # Screened: a config within the brief benchmark's noise of Triton's best may win.
+    assert checks["screen_within"], checks["asynccomp-screen"]["regret"]
     assert checks["outputs_equal"] and checks["close_to_torch"], done.stdout
     assert done.returncode == 0
