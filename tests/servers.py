@@ -68,10 +68,12 @@ def folder_prefix() -> str:
 
 
 @contextlib.contextmanager
-def server_folder() -> Iterator[Path]:
+def server_folder(room: int | None = None) -> Iterator[Path]:
     """A fresh private folder for compile servers, removed afterwards (the servers
-    started in it killed first), whatever happened in the block."""
-    folder = Path(tempfile.mkdtemp(prefix=folder_prefix(), dir=ROOT))
+    started in it killed first), whatever happened in the block. ``room``: the longest
+    socket path below it, from its ``/acs-...`` on, where deeper than a server's own."""
+    root = ROOT if room is None else short_root(room)
+    folder = Path(tempfile.mkdtemp(prefix=folder_prefix(), dir=root))
     try:
         folder.chmod(0o700)
         yield folder

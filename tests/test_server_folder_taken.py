@@ -56,7 +56,10 @@ def shared_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     socket's is limited); the servers started in it are stopped afterwards."""
     if os.getuid() == 65534:  # pragma: no cover
         pytest.skip("running as nobody, the other user here")
-    with server_folder() as root:
+    # The user's own folder, where a server goes when the shared one is taken, is the
+    # deepest socket here: <root>/c/asynccomp/server-<host>/server-<16 hex>.sock.
+    room = len(f"/acs-{'9' * 10}-{'x' * 8}/c/asynccomp/{own_folder().name}/server-{'0' * 16}.sock")
+    with server_folder(room) as root:
         tmp = root / "t"
         tmp.mkdir()
         monkeypatch.delenv("ASYNCCOMP_SERVER_DIR", raising=False)

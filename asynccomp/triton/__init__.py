@@ -73,8 +73,8 @@ from ._version import SUPPORTED, TESTED, TritonFallbackWarning, TritonVersionWar
 
 __all__ = (
     "SUPPORTED",
-    "TESTED",
     "Screen",
+    "TESTED",
     "TritonCompileCrashed",
     "TritonCompileTimeout",
     "TritonFallbackWarning",
