@@ -57,9 +57,11 @@ class Unavailable:
     taken_back: bool = False
 
 
-#: Units this process lowers itself at once while the workers start: TileLang's lowering
-#: holds the interpreter lock most of the time, so more threads would only take more
-#: units from the workers (which are ready a few seconds later) without lowering faster.
+#: Units this process lowers itself at once while the workers start. Few: each unit taken
+#: back is lowered at TileLang's own pace, in this one interpreter, which also finishes
+#: the workers' units (code generation, the compile) once they come; a unit taken late
+#: would still be lowering here after the workers, ready seconds later, could have done
+#: it. Measured at 2 on 2 cores only (benchmarks/RESULTS.md); not tuned for 16.
 LOWER_HERE = 2
 
 
