@@ -688,7 +688,8 @@ def test_a_lowering_batch_lowers_here_while_the_workers_start(
             finished.append((u, outcomes))
         return u
 
-    units = [_pool.Unit(["recipe"], functools.partial(finish, u)) for u in range(5)]
+    recipe: Any = "recipe"  # never sent: no worker is ready to take it
+    units = [_pool.Unit([recipe], functools.partial(finish, u)) for u in range(5)]
     try:
         with caplog.at_level(logging.WARNING, logger="asynccomp.tilelang"):
             batch = _pool.Batch(workers, units, finishers=4)
@@ -716,7 +717,8 @@ def test_a_lowering_batch_leaves_everything_to_ready_workers(
     workers = pool_of(1)
     try:
         assert workers.wait_ready(4 * start)
-        batch = _pool.Batch(workers, [_pool.Unit([str(gate)], list) for _ in range(4)], 2)
+        recipe: Any = str(gate)  # the stand-in task's argument, in place of a packed recipe
+        batch = _pool.Batch(workers, [_pool.Unit([recipe], list) for _ in range(4)], 2)
         done, _ = concurrent.futures.wait(batch.futures, timeout=4 * start)
         batch.shutdown()
         assert len(done) == 4
