@@ -168,8 +168,7 @@ class Batch:
         )
         path = list(sys.path)
         self._workers = workers
-        self._handles: list[TaskHandle] = []
-        self._unit_handles: list[list[TaskHandle]] = []
+        self._handles: list[list[TaskHandle]] = []  # each unit's, config by config
         self._taken: set[int] = set()  # units this process tried to take back
         self._here_units: set[int] = set()  # taken back, lowering here (module's doc)
         self._here = 0  # slots of LOWER_HERE in use
@@ -181,16 +180,16 @@ class Batch:
                 handle = workers.submit(_lower, recipe, path, timeout=_timeout)
                 handle.add_done_callback(functools.partial(self._lowered, u, r))
                 handles.append(handle)
-            self._unit_handles.append(handles)
-            self._handles.extend(handles)
+            self._handles.append(handles)
         for _ in range(LOWER_HERE):
             self._take_back()
 
     def shutdown(self, wait: bool = True) -> None:
         with self._lock:
             self._shut = True
-        for handle in self._handles:
-            handle.cancel()  # those still lowering: nobody will take their kernels
+        for handles in self._handles:
+            for handle in handles:
+                handle.cancel()  # those still lowering: nobody will take their kernels
         for future in self.futures:
             future.cancel()  # units never finished
         self._executor.shutdown(wait=wait)
@@ -212,7 +211,7 @@ class Batch:
                 if u in self._taken:
                     continue
                 self._taken.add(u)
-            withdrawn = [handle.withdraw() for handle in self._unit_handles[u]]
+            withdrawn = [handle.withdraw() for handle in self._handles[u]]
             with self._lock:
                 if any(withdrawn) and not self.futures[u].done():
                     self._here_units.add(u)  # its finish gives the slot back

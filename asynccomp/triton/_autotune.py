@@ -51,13 +51,13 @@ import concurrent.futures
 import dataclasses
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _compile, _pool
 from ._errors import TritonCompileCrashed, TritonCompileTimeout
 
-__all__ = ("Screen", "install", "installed", "screen", "set_screen", "uninstall")
+__all__ = ("Screen", "install", "installed", "set_screen", "uninstall")
 
 logger = logging.getLogger("asynccomp.triton")
 
@@ -93,11 +93,6 @@ class Screen:
 
 
 _screen: Screen | None = None
-
-
-def screen() -> Screen | None:
-    """The screening :func:`~asynccomp.triton.register` set (``None``: off)."""
-    return _screen
 
 
 def set_screen(value: object) -> None:
@@ -298,18 +293,24 @@ class _Round:
             return j <= self.stop_at or j == wanted
 
         while not (todo := [j for j in self.ready if useful(j)]):
-            futures = [f for f, idx in self.waiting.items() if any(map(useful, idx))]
-            done, _ = concurrent.futures.wait(
-                futures, return_when=concurrent.futures.FIRST_COMPLETED
-            )
-            for future in done:
-                self.ready.extend(sorted(self.waiting.pop(future)))
+            self._await_compiled(useful)
         j = todo[0]
         self.ready.remove(j)
         ok, value = self._bench_one(j)
         self.outcomes[j] = (ok, value)
         if not ok:
             self.stop_at = min(self.stop_at, j)
+
+    def _await_compiled(self, useful: Callable[[int], bool]) -> bool:
+        """Wait for the next of the ``useful`` configs' compiles to end (its configs are
+        then ready); ``False`` at once if none of them is compiling."""
+        futures = [f for f, idx in self.waiting.items() if any(map(useful, idx))]
+        if not futures:
+            return False
+        done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
+        for future in done:
+            self.ready.extend(sorted(self.waiting.pop(future)))
+        return True
 
     def _bench_one(self, j: int, brief: bool = False) -> tuple[bool, Any]:
         from triton.runtime._async_compile import active_mode
@@ -388,13 +389,7 @@ class _Round:
             if within:
                 self._full(min(within, key=lambda j: _seconds(self.brief[j])))
                 return
-        pending = [f for f, idx in self.waiting.items() if any(j <= self.stop_at for j in idx)]
-        if pending:
-            done, _ = concurrent.futures.wait(
-                pending, return_when=concurrent.futures.FIRST_COMPLETED
-            )
-            for future in done:
-                self.ready.extend(sorted(self.waiting.pop(future)))
+        if self._await_compiled(lambda j: j <= self.stop_at):
             return
         full = [_seconds(self.full[j]) for j in useful if j in self.full and j in self.brief]
         best = min(full, default=math.inf)

@@ -37,13 +37,13 @@ __all__ = (
     "Job",
     "TritonStatistics",
     "compile_source",
+    "count",
     "finish",
     "own_compile",
     "set_timeout",
     "start",
     "statistics",
     "timeout",
-    "count",
 )
 
 #: Seconds one compile may take in its worker before it is killed, by default

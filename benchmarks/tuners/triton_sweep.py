@@ -66,9 +66,6 @@ MODES = ("triton", "asynccomp")
 #: The GPU comparison's: asynccomp-warm registers and waits for its workers before the
 #: timed call (a program that registered at its start), asynccomp registers within it.
 GPU_MODES = ("triton", "asynccomp", "asynccomp-warm", "asynccomp-screen")
-#: Screen()'s default: the screened mode's config must have a Triton timing within it of
-#: Triton's best.
-SCREEN_KEEP_WITHIN = 1.1
 
 
 def _digest(data: Any) -> str:
@@ -314,6 +311,8 @@ def compile_comparison(configs: int, size: int, workers: int | None, repeat: int
 
 
 def autotune_comparison(configs: int, size: int, workers: int | None = None) -> dict[str, Any]:
+    from asynccomp.triton import Screen
+
     common = ["--configs", str(configs), "--size", str(size)]
     if workers:
         common += ["--workers", str(workers)]
@@ -347,7 +346,9 @@ def autotune_comparison(configs: int, size: int, workers: int | None = None) -> 
             timing = {k: v[0] for k, v in theirs["timings"].items()}
             regret = timing[ours["best"]] / timing[theirs["best"]]
             screening = mode == "asynccomp-screen"
-            best_ok = regret <= SCREEN_KEEP_WITHIN if screening else same_best
+            # The screened mode's config: a Triton timing within Screen()'s keep_within
+            # of Triton's best.
+            best_ok = regret <= Screen().keep_within if screening else same_best
             screened = (
                 f"; {len(ours['measured'])} of {configs} configs benchmarked in full, "
                 f"Triton's timing of the config chosen {regret:.3f}x its best's"
