@@ -841,6 +841,9 @@ def test_screening_benchmarks_in_full_only_the_configs_that_can_win(
     timings = {c.kwargs["BLOCK"]: t[0] for c, t in tuned.configs_timings.items()}
     assert timings == {16: 5.0, 32: 2.05, 64: 1.9, 128: 3.0, 256: 9.0}
     assert (counts.short_benchmarks, counts.full_benchmarks) == (5, 2)
+    # Where the call went: each benchmark's wall time is counted under its kind.
+    assert counts.short_benchmark_seconds > 0 and counts.full_benchmark_seconds > 0
+    assert counts.compile_wait_seconds >= 0
     assert tuned.__dict__["do_bench"] == benches.autotuner_bench  # given back after each
 
 
@@ -889,6 +892,7 @@ def test_an_autotune_with_its_own_do_bench_is_not_screened(
     best, _ = autotune(TIMINGS, FakeKernel())
     assert best == 32
     assert (counts.short_benchmarks, counts.full_benchmarks) == (0, 5)
+    assert counts.short_benchmark_seconds == 0 and counts.full_benchmark_seconds > 0
 
 
 @pytest.mark.parametrize(

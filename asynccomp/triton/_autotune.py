@@ -51,6 +51,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -307,7 +308,9 @@ class _Round:
         futures = [f for f, idx in self.waiting.items() if any(map(useful, idx))]
         if not futures:
             return False
+        start = time.perf_counter()
         done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
+        _compile.count(compile_wait_seconds=time.perf_counter() - start)
         for future in done:
             self.ready.extend(sorted(self.waiting.pop(future)))
         return True
@@ -315,7 +318,8 @@ class _Round:
     def _bench_one(self, j: int, brief: bool = False) -> tuple[bool, Any]:
         from triton.runtime._async_compile import active_mode
 
-        _compile.count(**{"short_benchmarks" if brief else "full_benchmarks": 1})
+        kind = "short_benchmark" if brief else "full_benchmark"
+        start = time.perf_counter()
         config = self.configs[j]
         kernel = self.kernels.get(j)
         failed = False
@@ -351,6 +355,7 @@ class _Round:
                     own["do_bench"] = before
             if token is not None:
                 active_mode.reset(token)
+            _compile.count(**{f"{kind}s": 1, f"{kind}_seconds": time.perf_counter() - start})
 
     def _brief_bench(self, kernel_call: Any, quantiles: Any) -> Any:
         import triton.testing  # looked up at each call, as Triton's benchmarker is

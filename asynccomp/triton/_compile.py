@@ -79,6 +79,9 @@ class _Counts:
     worker_seconds: float = 0.0
     short_benchmarks: int = 0
     full_benchmarks: int = 0
+    short_benchmark_seconds: float = 0.0
+    full_benchmark_seconds: float = 0.0
+    compile_wait_seconds: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +98,11 @@ class TritonStatistics:
     worker_seconds: float  # the workers' time on the compiles, summed
     short_benchmarks: int  # autotune configs benchmarked briefly (register(screen=...))
     full_benchmarks: int  # autotune configs benchmarked with the autotuner's own benchmark
+    # Where an autotune's first call goes: its benchmarks' wall time (brief and full), and
+    # the time it waited for a compile with no config ready to benchmark.
+    short_benchmark_seconds: float
+    full_benchmark_seconds: float
+    compile_wait_seconds: float
     workers: PoolStatistics | None  # the worker pool's, while it runs
 
 

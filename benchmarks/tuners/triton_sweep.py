@@ -39,7 +39,14 @@ two fresh processes with empty Triton caches:
   Triton's own timing of that config). Screening may drop Triton's best config where
   configs are within the brief benchmark's noise of it: the check is that the config
   chosen has a Triton timing within ``Screen().keep_within`` (1.1x) of Triton's best
-  (its "regret"; the line says whether it is Triton's best itself).
+  (its "regret"; the line says whether it is Triton's best itself);
+- ``asynccomp-screen-warm``: the same, its workers started and ready before the timed
+  call (as ``asynccomp-warm``).
+
+``--modes`` picks some of them (``triton`` always runs: the others' timings are its).
+Below each asynccomp mode's line, where its time went (``asynccomp.triton.statistics()``):
+waiting for compiles with no config ready, the brief and the full benchmarks, the rest
+(the workers' start where it is timed, Triton's own ``run``, the compiles' dispatch).
 
 Then, in each process, every config's kernel runs on the same inputs (seeded): its
 output must be bitwise the same in every mode (and the cubins the same), and close to
@@ -65,7 +72,14 @@ from typing import Any
 MODES = ("triton", "asynccomp")
 #: The GPU comparison's: asynccomp-warm registers and waits for its workers before the
 #: timed call (a program that registered at its start), asynccomp registers within it.
-GPU_MODES = ("triton", "asynccomp", "asynccomp-warm", "asynccomp-screen")
+GPU_MODES = (
+    "triton",
+    "asynccomp",
+    "asynccomp-warm",
+    "asynccomp-screen",
+    "asynccomp-screen-warm",
+)
+SCREENED = ("asynccomp-screen", "asynccomp-screen-warm")
 
 
 def _digest(data: Any) -> str:
@@ -163,7 +177,7 @@ def child_autotune(
         return given[config] if given is not None else timing
 
     configs = tm.configs(count)
-    if mode == "asynccomp-screen":
+    if mode in SCREENED:
         # Triton's default benchmark (the autotuner reads triton.testing.do_bench), so the
         # screen applies; this one answers as the do_bench= of the other modes does.
         triton.testing.do_bench = do_bench
@@ -186,12 +200,12 @@ def child_autotune(
         import asynccomp.triton as at
 
         start = time.perf_counter()
-        at.register(workers=workers, screen=mode == "asynccomp-screen")
-    elif mode == "asynccomp-warm":
+        at.register(workers=workers, screen=mode in SCREENED)
+    elif mode in ("asynccomp-warm", "asynccomp-screen-warm"):
         import asynccomp.triton as at
         from asynccomp.triton import _pool
 
-        at.register(workers=workers)
+        at.register(workers=workers, screen=mode in SCREENED)
         _pool.pool().wait_ready()
         start = time.perf_counter()
     else:
@@ -310,7 +324,9 @@ def compile_comparison(configs: int, size: int, workers: int | None, repeat: int
     }
 
 
-def autotune_comparison(configs: int, size: int, workers: int | None = None) -> dict[str, Any]:
+def autotune_comparison(
+    configs: int, size: int, workers: int | None = None, modes: tuple[str, ...] = GPU_MODES
+) -> dict[str, Any]:
     from asynccomp.triton import Screen
 
     common = ["--configs", str(configs), "--size", str(size)]
@@ -328,7 +344,8 @@ def autotune_comparison(configs: int, size: int, workers: int | None = None) -> 
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as given:
         json.dump(theirs["timings"], given)
     try:
-        for mode in GPU_MODES[1:]:
+        ours_modes = [m for m in GPU_MODES[1:] if m in modes]
+        for mode in ours_modes:
             load = _load()
             ours = _run_child(
                 ["--phase", "autotune", "--mode", mode, "--given", given.name, *common], 1800
@@ -345,7 +362,7 @@ def autotune_comparison(configs: int, size: int, workers: int | None = None) -> 
             speedup = theirs["seconds"] / ours["seconds"]
             timing = {k: v[0] for k, v in theirs["timings"].items()}
             regret = timing[ours["best"]] / timing[theirs["best"]]
-            screening = mode == "asynccomp-screen"
+            screening = mode in SCREENED
             # The screened mode's config: a Triton timing within Screen()'s keep_within
             # of Triton's best.
             best_ok = regret <= Screen().keep_within if screening else same_best
@@ -363,6 +380,17 @@ def autotune_comparison(configs: int, size: int, workers: int | None = None) -> 
                 f"equal: {outputs_equal}; close to torch: {close}{screened}",
                 flush=True,
             )
+            st = ours["statistics"]
+            wait, brief, full = (
+                st[f"{k}_seconds"] for k in ("compile_wait", "short_benchmark", "full_benchmark")
+            )
+            print(
+                f"{'':17s}where it went: waiting for compiles {wait:.2f} s, "
+                f"{st['short_benchmarks']} brief benchmarks {brief:.2f} s, "
+                f"{st['full_benchmarks']} full ones {full:.2f} s, "
+                f"the rest {ours['seconds'] - wait - brief - full:.2f} s",
+                flush=True,
+            )
             report[mode] = {
                 **ours,
                 "speedup": speedup,
@@ -375,11 +403,10 @@ def autotune_comparison(configs: int, size: int, workers: int | None = None) -> 
             report["ok"] = report["ok"] and best_ok and outputs_equal and close
     finally:
         Path(given.name).unlink()
-    exact = [m for m in GPU_MODES[1:] if m != "asynccomp-screen"]
-    report["same_best"] = all(report[m]["same_best"] for m in exact)
-    report["screen_within"] = report["asynccomp-screen"]["best_ok"]
+    report["same_best"] = all(report[m]["same_best"] for m in ours_modes if m not in SCREENED)
+    report["screen_within"] = all(report[m]["best_ok"] for m in ours_modes if m in SCREENED)
     for check in ("outputs_equal", "close_to_torch"):
-        report[check] = all(report[m][check] for m in GPU_MODES[1:])
+        report[check] = all(report[m][check] for m in ours_modes)
     return report
 
 
@@ -394,6 +421,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--modes",
+        type=lambda text: tuple(m for m in text.split(",") if m),
+        default=GPU_MODES,
+        help=f"--gpu: the modes to run, of {','.join(GPU_MODES)} (triton always runs)",
+    )
     parser.add_argument("--phase", choices=("compile", "autotune"), help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=GPU_MODES, help=argparse.SUPPRESS)
     parser.add_argument("--given", type=Path, help=argparse.SUPPRESS)
@@ -410,7 +443,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_gpu:
         report = compile_comparison(args.configs or 16, args.size, args.workers, args.repeat)
     else:
-        report = autotune_comparison(args.configs or 64, args.size, args.workers)
+        unknown = set(args.modes) - set(GPU_MODES)
+        if unknown:
+            parser.error(f"--modes: unknown {', '.join(sorted(unknown))}; known: {GPU_MODES}")
+        report = autotune_comparison(args.configs or 64, args.size, args.workers, args.modes)
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=1))
     return 0 if report["ok"] else 1
