@@ -1,0 +1,58 @@
+"""How long a machine takes to give its processes memory for the first time.
+
+    python3 benchmarks/device/first_touch.py [--processes 16] [--mib 1024] [--passes 2]
+
+Each pass starts ``--processes`` fresh processes at once; each writes one byte to every
+4 KiB page of ``--mib`` MiB of new memory (so the kernel backs every page) and reports
+how long that took. On a fresh virtual machine the first pass may be far slower than the
+next (memory the host has not yet given the guest); on a machine that has run anything
+big before, both are the same. The first batch of a fresh GPU machine (issue 36:
+11-21 s against ~1 s in the next process) is measured after this or instead of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import time
+
+PAGE = 4096
+
+
+def touch(mib: int) -> float:
+    start = time.perf_counter()
+    memory = bytearray(mib << 20)  # calloc: mapped, not yet backed
+    memory[::PAGE] = b"\x01" * (len(memory) // PAGE)  # one write per page, in C
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--processes", type=int, default=16)
+    parser.add_argument("--mib", type=int, default=1024)
+    parser.add_argument("--passes", type=int, default=2)
+    args = parser.parse_args()
+    context = multiprocessing.get_context("spawn")  # fresh processes, as workers are
+    for index in range(args.passes):
+        start = time.perf_counter()
+        with context.Pool(args.processes) as pool:
+            seconds = pool.map(touch, [args.mib] * args.processes)
+        wall = time.perf_counter() - start
+        total = args.processes * args.mib / 1024
+        print(
+            json.dumps(
+                {
+                    "pass": index + 1,
+                    "gib": total,
+                    "wall_s": round(wall, 3),
+                    "touch_s_max": round(max(seconds), 3),
+                    "gib_per_s": round(total / max(seconds), 2),
+                }
+            ),
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
