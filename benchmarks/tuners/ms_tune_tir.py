@@ -112,8 +112,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     builder_class = getattr(wrapper, "_cls", wrapper)
     original = builder_class.build
 
+    made: list[float] = []  # when the builder was made
+    ready: list[float] = []  # when the warm builder's workers were all ready
+
     def timed_build(self: Any, build_inputs: list[Any]) -> list[Any]:
         started = time.perf_counter()
+        pool = getattr(self, "pool", None)  # the warm builder's: how many workers ready now
+        ready_now = pool.statistics().ready if pool is not None else None
         results: list[Any] = original(self, build_inputs)
         errors = [r.error_msg for r in results if r.error_msg]
         batches.append(
@@ -123,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "timeouts": sum("LocalBuilder: Timeout" in e for e in errors),
                 "errors": len(errors),
                 "first_error": errors[0][:300] if errors else None,
+                "seconds_after_builder_made": round(started - made[0], 3),
+                "workers_ready_at_start": ready_now,
             }
         )
         print(f"builder batch: {batches[-1]}", flush=True)
@@ -134,12 +141,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["TUNE_TRACE"] = str(trace)
     # The warm builder is made first, as a user makes it: its workers start importing TVM
     # while MetaSchedule generates its design spaces.
+    made.append(time.perf_counter())
     builder = (asynccomp.tvm.Builder if args.callback == "warm" else LocalBuilder)(
         max_workers=args.workers,
         timeout_sec=args.timeout,
         initializer=initializer,
         f_build=traced_build,
     )
+    if args.callback == "warm":  # whether the workers' start bounds the first batch
+        builder.pool.warm().add_done_callback(lambda _: ready.append(time.perf_counter()))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as work_dir:
         ms.tune_tir(
@@ -160,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "workers": args.workers,
         "tune_seconds": round(total, 1),
         "builder_seconds": round(sum(b["seconds"] for b in batches), 1),
+        "workers_ready_seconds": round(ready[0] - made[0], 1) if ready else None,
         "candidates": sum(b["candidates"] for b in batches),
         "timeouts": sum(b["timeouts"] for b in batches),
         "build_errors": sum(b["errors"] for b in batches),
