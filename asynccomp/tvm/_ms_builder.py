@@ -2,10 +2,11 @@
 
 ``LocalBuilder.build`` starts a fresh ``PopenPoolExecutor`` for every batch (and one more
 in its constructor), and each of its workers imports TVM and, at its first build,
-``tvm.s_tir.tensor_intrin`` (13-20 s of CPU on 2 cores) inside that candidate's 30 s
-timeout. Here the workers (:class:`asynccomp.workers.WorkerPool`) start as the builder
-is made, forked from a template that imported TVM, the tensor intrinsics and
-MetaSchedule's builder once; they register asynccomp's compile callback (so every CUDA
+``tvm.s_tir.tensor_intrin`` (13-20 s of CPU on 2 cores, most of it in ``inspect.stack``:
+see :mod:`asynccomp.tvm._frames`) inside that candidate's 30 s timeout. Here the
+workers (:class:`asynccomp.workers.WorkerPool`) start as the builder is made, forked from
+a template that imported TVM, the tensor intrinsics (in 1-2 s there) and MetaSchedule's
+builder once; they register asynccomp's compile callback (so every CUDA
 compile goes through asynccomp's engine and its cache) and live across batches. Each
 candidate runs TVM's own ``_worker_func`` (the same ``f_build``/``f_export`` defaults, the
 same artifacts); results and error messages are ``LocalBuilder``'s, word for word, so
@@ -38,9 +39,16 @@ START_TIMEOUT = 300.0
 
 
 def _import_tvm() -> None:
-    """Runs once where the workers come from, never inside a candidate's timeout."""
+    """Runs once where the workers come from, never inside a candidate's timeout. The
+    tensor intrinsics (``default_build`` imports them at its first call) parse 496
+    TVMScript functions, each calling ``inspect.stack()``: 19 s on 2 cores, 1-2 s with
+    :func:`~asynccomp.tvm._frames.quick_frames` (the template has one thread)."""
     import tvm.s_tir.meta_schedule.builder.local_builder  # default_build, default_export
-    import tvm.s_tir.tensor_intrin  # noqa: F401 - default_build imports it at its first call
+
+    from ._frames import quick_frames
+
+    with quick_frames():
+        import tvm.s_tir.tensor_intrin  # noqa: F401
 
 
 def _result(task: TaskResult, timeout_sec: float) -> Any:
