@@ -74,8 +74,9 @@ def quick_stack(context: int = 1) -> list[inspect.FrameInfo]:
 
 @contextlib.contextmanager
 def quick_frames() -> Iterator[None]:
-    """``inspect.stack`` is :func:`quick_stack` inside the block. It replaces a module's
-    attribute: for a process with one thread (a worker template while it imports)."""
+    """``inspect.stack`` is :func:`quick_stack` inside the block. It replaces the
+    ``inspect`` module's attribute, so another thread that calls ``inspect.stack``
+    meanwhile gets :func:`quick_stack` too: the same answer, sooner."""
     saved = inspect.stack
     inspect.stack = quick_stack
     try:

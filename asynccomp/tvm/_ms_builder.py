@@ -42,13 +42,10 @@ def _import_tvm() -> None:
     """Runs once where the workers come from, never inside a candidate's timeout. The
     tensor intrinsics (``default_build`` imports them at its first call) parse 496
     TVMScript functions, each calling ``inspect.stack()``: 19 s on 2 cores, 1-2 s with
-    :func:`~asynccomp.tvm._frames.quick_frames` (the template has one thread)."""
-    import tvm.s_tir.meta_schedule.builder.local_builder  # default_build, default_export
+    :func:`~asynccomp.tvm._frames.quick_frames`."""
+    import tvm.s_tir.meta_schedule.builder.local_builder  # noqa: F401 - default_build...
 
-    from ._frames import quick_frames
-
-    with quick_frames():
-        import tvm.s_tir.tensor_intrin  # noqa: F401
+    _import_tensor_intrinsics()
 
 
 def _result(task: TaskResult, timeout_sec: float) -> Any:
@@ -203,8 +200,12 @@ def Builder(  # a function: the class itself needs TVM to exist
     failing ``initializer`` does. ``register=False`` leaves TVM's own compile callback in
     place. ``builder.close()`` ends the workers at once; they end with this process
     anyway. Needs TVM.
+
+    It also imports TVM's tensor intrinsics here, as MetaSchedule's ``TuneContext`` does
+    for a CUDA target, but in 1-2 s instead of 17-20 s (2 cores; see
+    :mod:`asynccomp.tvm._frames`): the tune that follows finds them imported.
     """
-    return _builder_class()(
+    builder = _builder_class()(
         max_workers=max_workers,
         timeout_sec=timeout_sec,
         f_build=f_build,
@@ -217,3 +218,12 @@ def Builder(  # a function: the class itself needs TVM to exist
         start_timeout=start_timeout,
         register=register,
     )
+    _import_tensor_intrinsics()  # while the workers start
+    return builder
+
+
+def _import_tensor_intrinsics() -> None:
+    from ._frames import quick_frames
+
+    with quick_frames():
+        import tvm.s_tir.tensor_intrin  # noqa: F401
