@@ -41,6 +41,18 @@ def test_the_same_frames_lines_and_positions_as_inspect(context: int) -> None:
     del theirs, ours  # frames refer to themselves through these lists
 
 
+def test_a_call_over_several_lines() -> None:
+    """The line is the instruction's (``inspect`` reads it from its position)."""
+    theirs, ours = both(
+        3,
+    )
+    if sys.version_info >= (3, 11):
+        position = getattr(ours[1], "positions")  # noqa: B009 - not in 3.10's typeshed
+        assert position.end_lineno == ours[1].lineno + 2
+    assert fields(ours) == fields(theirs)
+    del theirs, ours
+
+
 def test_a_class_body_and_code_from_a_string() -> None:
     class Holder:
         theirs, ours = both(1)

@@ -33,20 +33,27 @@ from typing import Any
 __all__ = ("quick_frames", "quick_stack")
 
 
-def _positions(frame: FrameType) -> Any:
-    """``inspect``'s: the instruction's source positions (Python 3.11 and later)."""
-    import dis
-
-    make: Any = getattr(dis, "Positions")  # noqa: B009 - not in Python 3.10's typeshed
+def _position(frame: FrameType) -> tuple[Any, ...]:
+    """``inspect``'s (Python 3.11 and later): the instruction's source position."""
     index = frame.f_lasti
-    every = getattr(frame.f_code, "co_positions")()  # noqa: B009 - the same
-    found = next(itertools.islice(every, index // 2, None), None) if index >= 0 else None
-    return make(*found) if found is not None else make(None, None, None, None)
+    if index < 0:
+        return (None, None, None, None)
+    every = getattr(frame.f_code, "co_positions")()  # noqa: B009 - not in 3.10's typeshed
+    return tuple(next(itertools.islice(every, index // 2, None)))
 
 
 def _info(frame: FrameType, context: int) -> inspect.FrameInfo:
+    """``inspect.getframeinfo``'s answer, but for the module search."""
     code = frame.f_code
     lineno = frame.f_lineno
+    positions: Any = None
+    if sys.version_info >= (3, 11):  # the line is the instruction's, where it has one
+        import dis
+
+        found = _position(frame)
+        found = found if found[0] is not None else (lineno, *found[1:])
+        lineno = found[0]
+        positions = getattr(dis, "Positions")(*found)  # noqa: B009 - the same
     lines: list[str] | None = None
     index: int | None = None
     if context > 0 and lineno is not None:
@@ -58,7 +65,7 @@ def _info(frame: FrameType, context: int) -> inspect.FrameInfo:
             index = lineno - 1 - start
     fields = (frame, code.co_filename, lineno, code.co_name, lines, index)
     if sys.version_info >= (3, 11):
-        return inspect.FrameInfo(*fields, positions=_positions(frame))
+        return inspect.FrameInfo(*fields, positions=positions)
     return inspect.FrameInfo(*fields)  # pragma: no cover - Python 3.10
 
 
