@@ -13,10 +13,10 @@ that scan per frame per function: ``import tvm.s_tir.tensor_intrin`` (what MetaS
 :func:`quick_stack` returns what ``inspect.stack`` returns (a ``FrameInfo`` per frame,
 with ``context`` lines of source read through ``linecache``, as ``inspect`` reads them),
 found without the search; :func:`quick_frames` puts it in place of ``inspect.stack`` for a
-block. Where it may differ: ``filename`` is the frame's own ``co_filename`` (``inspect``
-maps a file to the module's source file where it finds one: the same path for modules
-imported from ``.py`` files), and a frame whose module has a ``__loader__`` but no file on
-disk gets its lines from that loader through ``linecache``, as ``inspect`` does.
+block. Where it may differ: ``filename`` is the frame's own ``co_filename``, where
+``inspect`` maps a compiled file to its source (the same path for modules imported from
+``.py`` files, as TVM's are). TVMScript reads each frame's locals and one frame's source
+line, never its file name.
 """
 
 from __future__ import annotations
