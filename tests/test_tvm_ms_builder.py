@@ -359,3 +359,26 @@ def test_making_a_builder_imports_the_tensor_intrinsics_here() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=START, check=True
     )
     assert done.stdout.split() == ["True", "inspect"]
+
+
+def test_register_in_a_localbuilder_worker_imports_the_tensor_intrinsics() -> None:
+    """``LocalBuilder(initializer=asynccomp.tvm.register)``: each of TVM's popen workers
+    imports the tensor intrinsics in the initializer (1-2 s), not in its first candidate's
+    timeout (13-20 s on 2 cores); a process that is no such worker does not."""
+    from tvm.support.popen_pool import PopenWorker
+
+    worker = PopenWorker(initializer=asynccomp.tvm.register)
+    try:
+        worker.send(lambda: "tvm.s_tir.tensor_intrin" in __import__("sys").modules)
+        assert worker.recv() is True
+    finally:
+        worker.kill()
+    probe = (
+        "import sys, asynccomp.tvm\n"
+        "asynccomp.tvm.register()\n"
+        "print('tvm.s_tir.tensor_intrin' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=START, check=True
+    )
+    assert done.stdout.split() == ["False"]

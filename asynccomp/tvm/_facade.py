@@ -205,6 +205,11 @@ def register() -> None:
     Idempotent. When TVM is installed it is imported first: ``import tvm`` registers
     TVM's own callback without ``override`` and fails if one is already registered.
 
+    In a worker of TVM's ``PopenPoolExecutor`` (``LocalBuilder(initializer=
+    asynccomp.tvm.register)``), it also imports TVM's tensor intrinsics, quickly (see
+    :mod:`asynccomp.tvm._frames`): MetaSchedule's ``default_build`` imports them at the
+    worker's first build, inside that candidate's timeout, in 13-20 s on 2 cores.
+
     >>> import asynccomp.tvm
     >>> asynccomp.tvm.register()
     """
@@ -214,6 +219,20 @@ def register() -> None:
     import tvm_ffi
 
     tvm_ffi.register_global_func(CALLBACK_NAME, tvm_callback_cuda_compile, override=True)
+    if _in_tvm_popen_worker():
+        from ._frames import import_tensor_intrinsics
+
+        try:
+            import_tensor_intrinsics()
+        except ImportError:  # a TVM without them (TileLang's): default_build says so itself
+            pass
+
+
+def _in_tvm_popen_worker() -> bool:
+    """Whether this process is a worker of TVM's ``PopenPoolExecutor`` (``python -m
+    tvm.exec.popen_worker``: LocalBuilder's, LocalRunner's)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == "tvm.exec.popen_worker"
 
 
 def prefetch(

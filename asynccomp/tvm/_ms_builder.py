@@ -26,6 +26,7 @@ from typing import Any
 
 from ..workers import PoolSettings, TaskResult, WorkerPool
 from ._facade import register
+from ._frames import import_tensor_intrinsics
 
 #: Defaults: recycle a worker after this many builds or past this resident memory (the
 #: upstream leak, apache/tvm#11096), kill one whose candidate passes ``memory_limit_mib``
@@ -45,7 +46,7 @@ def _import_tvm() -> None:
     :func:`~asynccomp.tvm._frames.quick_frames`."""
     import tvm.s_tir.meta_schedule.builder.local_builder  # noqa: F401 - default_build...
 
-    _import_tensor_intrinsics()
+    import_tensor_intrinsics()
 
 
 def _result(task: TaskResult, timeout_sec: float) -> Any:
@@ -218,12 +219,5 @@ def Builder(  # a function: the class itself needs TVM to exist
         start_timeout=start_timeout,
         register=register,
     )
-    _import_tensor_intrinsics()  # while the workers start
+    import_tensor_intrinsics()  # while the workers start
     return builder
-
-
-def _import_tensor_intrinsics() -> None:
-    from ._frames import quick_frames
-
-    with quick_frames():
-        import tvm.s_tir.tensor_intrin  # noqa: F401
