@@ -22,6 +22,7 @@ line, never its file name.
 from __future__ import annotations
 
 import contextlib
+import dis
 import inspect
 import itertools
 import linecache
@@ -31,6 +32,10 @@ from types import FrameType
 from typing import Any
 
 __all__ = ("import_tensor_intrinsics", "quick_frames", "quick_stack")
+
+#: ``dis.Positions``: a ``FrameInfo``'s ``positions`` (Python 3.11 and later; ``None`` on
+#: 3.10, whose ``FrameInfo`` has none, and whose typeshed lacks it).
+_POSITIONS: Any = getattr(dis, "Positions", None)
 
 
 def _position(frame: FrameType) -> tuple[Any, ...]:
@@ -46,14 +51,12 @@ def _info(frame: FrameType, context: int) -> inspect.FrameInfo:
     """``inspect.getframeinfo``'s answer, but for the module search."""
     code = frame.f_code
     lineno = frame.f_lineno
-    positions: Any = None
-    if sys.version_info >= (3, 11):  # the line is the instruction's, where it has one
-        import dis
-
+    extra: dict[str, Any] = {}
+    if _POSITIONS is not None:  # the line is the instruction's, where it has one
         found = _position(frame)
         found = found if found[0] is not None else (lineno, *found[1:])
         lineno = found[0]
-        positions = getattr(dis, "Positions")(*found)  # noqa: B009 - the same
+        extra["positions"] = _POSITIONS(*found)
     lines: list[str] | None = None
     index: int | None = None
     if context > 0 and lineno is not None:
@@ -63,10 +66,7 @@ def _info(frame: FrameType, context: int) -> inspect.FrameInfo:
             start = max(0, min(lineno - 1 - context // 2, len(source) - context))
             lines = source[start : start + context]
             index = lineno - 1 - start
-    fields = (frame, code.co_filename, lineno, code.co_name, lines, index)
-    if sys.version_info >= (3, 11):
-        return inspect.FrameInfo(*fields, positions=positions)
-    return inspect.FrameInfo(*fields)  # pragma: no cover - Python 3.10
+    return inspect.FrameInfo(frame, code.co_filename, lineno, code.co_name, lines, index, **extra)
 
 
 def quick_stack(context: int = 1) -> list[inspect.FrameInfo]:
