@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -228,8 +229,14 @@ async def test_workers_without_pch_write_nothing(backend: NvrtcBackend) -> None:
     assert not folder.exists()
 
 
-async def test_stale_folders_of_dead_engines_are_swept(backend: NvrtcBackend) -> None:
+async def test_stale_folders_of_dead_engines_are_swept(
+    backend: NvrtcBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A root of this test's own: the other test processes make stale folders of their own
+    # in the user's shared root meanwhile, which the last sweep below would find.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     root = worker_folders_root()
+    assert root.parent == tmp_path
     probe = await anyio.run_process(["sh", "-c", "echo $$"])
     stale = root / f"{int(probe.stdout)}-0"  # a process that has ended
     (stale / "__nvrtc_auto_pch_1_0").mkdir(parents=True)
