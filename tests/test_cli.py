@@ -374,7 +374,20 @@ def test_warnings_are_counted_shown_and_kept(tmp_path: Path) -> None:
     (tmp_path / "warns.cu").write_text(WARNS)
     (tmp_path / "clean.cu").write_text(scale_kernel(41.0))
     cache = tmp_path / "cache"
-    plain = asynccomp("compile", str(tmp_path), "--arch", ARCH, "--json", "-", cache=cache)
+    # --no-server -j 1: one compile after the other, so the two jobs cannot finish in the same
+    # millisecond (on two workers they can, and did once in CI)
+    plain = asynccomp(
+        "compile",
+        str(tmp_path),
+        "--arch",
+        ARCH,
+        "--no-server",
+        "-j",
+        "1",
+        "--json",
+        "-",
+        cache=cache,
+    )
     assert plain.returncode == 0
     records = {r["name"]: r for r in json.loads(plain.stdout)}  # --json -: stdout is JSON
     assert records["warns"]["warnings_count"] == 1 and "unused" in records["warns"]["log"]
