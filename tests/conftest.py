@@ -11,6 +11,8 @@ import pytest
 
 # The team's key and a real Redis, for every module (the key is set per test, by
 # monkeypatch: a remote tier's test asks for it, and no other test sees it).
+from asynccomp.workers import SHARED_TEMPLATES_ENV
+
 from .ray_cluster import short_ray_tmpdir
 from .redis_server import redis_server, team_key
 from .user_dirs import UserDirs
@@ -22,6 +24,8 @@ _USER_DIRS_KEY = pytest.StashKey[UserDirs | None]()
 _WRITTEN_KEY = pytest.StashKey[list[str]]()
 #: $ASYNCCOMP_SERVER as this process found it.
 _SERVER_SETTING_KEY = pytest.StashKey[str | None]()
+#: $ASYNCCOMP_SHARED_TEMPLATES as this process found it.
+_SHARING_KEY = pytest.StashKey[str | None]()
 #: Ray's temporary folder this process made for the session (``None``: none needed).
 _RAY_TMPDIR_KEY = pytest.StashKey[Path | None]()
 
@@ -36,6 +40,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_USER_DIRS_KEY] = UserDirs.redirect()
     config.stash[_SERVER_SETTING_KEY] = os.environ.get("ASYNCCOMP_SERVER")
     os.environ["ASYNCCOMP_SERVER"] = "off"
+    # No template outlives the test that started it (tests/test_shared_templates.py
+    # turns sharing on for its own processes).
+    config.stash[_SHARING_KEY] = os.environ.get(SHARED_TEMPLATES_ENV)
+    os.environ[SHARED_TEMPLATES_ENV] = "off"
     ray_tmpdir = short_ray_tmpdir()
     config.stash[_RAY_TMPDIR_KEY] = ray_tmpdir
     if ray_tmpdir is not None:
@@ -65,11 +73,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    setting = config.stash.get(_SERVER_SETTING_KEY, None)
-    if setting is None:
-        os.environ.pop("ASYNCCOMP_SERVER", None)
-    else:
-        os.environ["ASYNCCOMP_SERVER"] = setting
+    settings = ((_SERVER_SETTING_KEY, "ASYNCCOMP_SERVER"), (_SHARING_KEY, SHARED_TEMPLATES_ENV))
+    for key, name in settings:
+        setting = config.stash.get(key, None)
+        if setting is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = setting
     dirs = config.stash.get(_USER_DIRS_KEY, None)
     if dirs is not None:
         dirs.restore()

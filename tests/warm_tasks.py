@@ -28,6 +28,27 @@ def hold(mib: int) -> int:
     return os.getpid()
 
 
+_remembered: tuple[str, int] = ("", 0)
+
+
+def remember(tag: str) -> None:
+    """An initializer: what it was given, and the process it ran in."""
+    global _remembered
+    _remembered = (tag, os.getpid())
+
+
+def remembered() -> tuple[str, int, int]:
+    """The initializer's tag and process, and this worker's."""
+    return (*_remembered, os.getpid())
+
+
+def shout(text: str) -> None:
+    """Write ``text`` to the worker's standard error."""
+    import sys
+
+    print(text, file=sys.stderr, flush=True)
+
+
 def size(data: bytes) -> int:
     return len(data)
 

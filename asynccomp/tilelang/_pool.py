@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..workers import PoolSettings, TaskHandle, TaskResult, WorkerPool
+from ..workers import PoolSettings, TaskHandle, TaskResult, WorkerPool, shared_folder
 from ._errors import TileLangCompileTimeout, TileLangLoweringCrashed
 from ._lowering import Lowered, Raised, lower, warm_up
 from ._transport import Packed
@@ -97,6 +97,7 @@ def pool(workers: int) -> WorkerPool:
                     [functools.partial(warm_up, list(sys.path))],
                     max_rss=MAX_RSS,
                     idle_release=IDLE_RELEASE,
+                    share_in=shared_folder(),
                 )
             )
         return _pool

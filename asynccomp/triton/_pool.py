@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 
-from ..workers import PoolSettings, WorkerPool
+from ..workers import PoolSettings, WorkerPool, shared_folder
 from ._worker import warm_up
 
 __all__ = ("close", "cpus", "current", "pool", "set_size", "size")
@@ -56,6 +56,7 @@ def pool() -> WorkerPool:
                     [functools.partial(warm_up, list(sys.path))],
                     max_rss=MAX_RSS,
                     idle_release=IDLE_RELEASE,
+                    share_in=shared_folder(),
                 )
             )
         return _pool

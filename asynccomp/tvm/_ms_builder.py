@@ -24,7 +24,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ..workers import PoolSettings, TaskResult, WorkerPool
+from ..workers import PoolSettings, TaskResult, WorkerPool, shared_folder
 from ._facade import register
 from ._frames import import_tensor_intrinsics
 
@@ -144,6 +144,7 @@ def _builder_class() -> type:
                     max_rss=_bytes(max_rss_mib),
                     memory_limit=_bytes(memory_limit_mib),
                     idle_release=idle_release,
+                    share_in=shared_folder(),
                 )
             )
 

@@ -11,6 +11,9 @@ from another thread).
 - Workers are forked from a warm template process that ran the pool's initializers
   once (imports of seconds: TVM, TileLang; NVRTC loaded and run once), or spawned
   where forking is not safe (:mod:`._template`).
+- A template can be shared by every process of a user whose pools have the same
+  settings (:attr:`PoolSettings.share_in`, :func:`shared_folder`): a tuning process's
+  workers fork at once from imports an earlier process paid (:mod:`._sharing`).
 - One frame codec (:mod:`._frames`), one watch that makes every process die with its
   owner whichever thread started it (:mod:`._watch`), one worker loop
   (:mod:`._child`).
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
     from ._model import describe_exit
     from ._pool import TaskHandle, WorkerPool
     from ._settings import Outcome, PoolSettings, PoolStatistics, TaskResult
+    from ._sharing import SHARED_TEMPLATES_ENV, shared_folder, stop_shared
 
 # Imported when first used: a worker process (``python -m asynccomp.workers._child``)
 # imports only what serves tasks, not the pool's side.
@@ -42,6 +46,9 @@ _LAZY = {
     "PoolSettings": "._settings",
     "PoolStatistics": "._settings",
     "TaskResult": "._settings",
+    "SHARED_TEMPLATES_ENV": "._sharing",
+    "shared_folder": "._sharing",
+    "stop_shared": "._sharing",
 }
 
 
@@ -58,10 +65,13 @@ __all__ = (
     "Outcome",
     "PoolSettings",
     "PoolStatistics",
+    "SHARED_TEMPLATES_ENV",
     "TaskHandle",
     "TaskResult",
     "WorkerPool",
     "cancel_event",
     "describe_exit",
+    "shared_folder",
+    "stop_shared",
     "template_pid",
 )

@@ -77,10 +77,15 @@ class Worker:
 
 @dataclasses.dataclass(eq=False)
 class Template:
+    """The template a pool forks its workers from: one it started (``process``), or
+    one another process of this user shares (``process`` is ``None``)."""
+
     control: socket.socket
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | None
     deadline: float
     ready: bool = False
+    #: Other processes may fork from it too: ending the pool does not end it.
+    shared: bool = False
 
 
 def describe_exit(status: int | None) -> str:

@@ -345,4 +345,5 @@ def _statistics(core: Core) -> PoolStatistics:
         ready=sum(w.state is not WorkerState.STARTING for w in core.workers.values()),
         queued=len(core.queue),
         template=core.template is not None and core.template.ready,
+        joined=c["joined"],
     )

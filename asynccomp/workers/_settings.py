@@ -70,6 +70,13 @@ class PoolSettings:
         environ: more environment variables for the workers.
         cwd: the folder workers run in (``None``: this process's).
         python: the interpreter they run.
+        share_in: a private folder (this user's only, mode 0700) where the template is
+            shared with this user's other processes whose pools have the same settings
+            (initializers, interpreter, environment, folder): the first pool starts
+            it; later ones, of any process, fork their workers from it at once instead
+            of running the initializers again, and it stays ``share_idle`` seconds
+            after its last pool ended. ``None``: the template is this pool's alone.
+        share_idle: seconds a shared template waits for another pool.
     """
 
     name: str
@@ -88,6 +95,8 @@ class PoolSettings:
     environ: Mapping[str, str] = dataclasses.field(default_factory=dict)
     cwd: str | None = None
     python: str = sys.executable
+    share_in: Path | None = None
+    share_idle: float = 600.0
 
     def __post_init__(self) -> None:
         if self.size < 1:
@@ -110,3 +119,6 @@ class PoolStatistics:
     ready: int  # now: idle or busy (started, initializers run)
     queued: int
     template: bool  # a warm template is ready to fork workers
+    #: Times this pool found its template shared by another process (and did not start
+    #: one): :attr:`PoolSettings.share_in`.
+    joined: int = 0

@@ -18,6 +18,8 @@ import socket
 import subprocess
 import time
 from concurrent.futures import Future
+from pathlib import Path
+from typing import Literal
 
 from .. import _os
 from ..errors import WorkerStartFailed
@@ -34,6 +36,7 @@ from ._model import (
     wait_status,
 )
 from ._settings import PoolSettings, TaskResult
+from ._sharing import peer, share_path
 
 __all__ = ("Starts",)
 
@@ -41,6 +44,22 @@ __all__ = ("Starts",)
 # numpy's OpenBLAS starts a thread pool at import, as OpenMP runtimes may; the workers,
 # many to the cores, run them one thread each anyway. What the user set is kept.
 _ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+#: Shared templates this process started and left to other processes: polled (reaped
+#: once they end) as the next template starts.
+_LEFT_RUNNING: list[subprocess.Popen[bytes]] = []
+
+
+def _output() -> list[int]:
+    """This process's standard output and error (where both are open): its forked
+    workers write there, not to the template's (a shared one may be another process's)."""
+    try:
+        os.fstat(1)
+        os.fstat(2)
+    except OSError:
+        return []
+    return [1, 2]
 
 
 class Starts:
@@ -62,6 +81,8 @@ class Starts:
     exits: dict[int, int]
     changed: bool
     selector: selectors.BaseSelector
+    #: Where the template is shared (``None``: not looked up yet; ``False``: not shared).
+    share: Path | Literal[False] | None
 
     def _resolve(self, task: Task, result: TaskResult) -> None:
         raise NotImplementedError
@@ -86,13 +107,25 @@ class Starts:
         return [self.settings.python, "-m", f"asynccomp.workers.{module}", *map(str, args)]
 
     def _start_template(self) -> None:
+        environ = {**dict.fromkeys(_ONE_THREAD, "1"), **_os.child_environ()} | dict(
+            self.settings.environ
+        )
+        _LEFT_RUNNING[:] = [p for p in _LEFT_RUNNING if p.poll() is None]
+        if self.share is None:
+            self.share = share_path(self.settings, environ) or False
+        start = self.settings.start_timeout
+        deadline = time.monotonic() + (start or math.inf)
+        if self.share and self._join_template(self.share, deadline):
+            return
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        shared = (self.share, self.settings.share_idle) if self.share else ()
         try:
             process = subprocess.Popen(
-                self._command("_template", theirs.fileno(), self.owner, self.settings.name),
+                self._command(
+                    "_template", theirs.fileno(), self.owner, self.settings.name, *shared
+                ),
                 pass_fds=(theirs.fileno(),),
-                env={**dict.fromkeys(_ONE_THREAD, "1"), **_os.child_environ()}
-                | dict(self.settings.environ),
+                env=environ,
                 cwd=self.settings.cwd,
                 start_new_session=True,
             )
@@ -103,20 +136,41 @@ class Starts:
             return
         finally:
             theirs.close()
-        start = self.settings.start_timeout
-        self.template = Template(ours, process, time.monotonic() + (start or math.inf))
+        self.template = Template(ours, process, deadline, shared=bool(shared))
         self.selector.register(ours, selectors.EVENT_READ, self.template)
         with contextlib.suppress(OSError):  # it died: its end of file tells
             ours.send(_frames.dumps(("init", list(self.settings.initializers))))
 
+    def _join_template(self, path: Path, deadline: float) -> bool:
+        """Use the template another process shares at ``path``, if one listens there
+        (its greeting, ``ready``, comes as any template's)."""
+        control = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            control.connect(str(path))
+            uid = peer(control)[1]
+        except OSError:  # none listens (or one that was killed left its socket)
+            uid = -1
+        if uid != os.getuid():  # (the folder is private; still, never another user's)
+            control.close()
+            return False
+        self.template = Template(control, None, deadline, shared=True)
+        self.selector.register(control, selectors.EVENT_READ, self.template)
+        self.counts["joined"] += 1
+        return True
+
     def _end_template(self) -> int | None:
-        """Kill the template; its wait status."""
+        """Kill the template (leave a shared one that is ready to its other pools); its
+        wait status where it was killed."""
         template, self.template = self.template, None
         if template is None:
             return None
         with contextlib.suppress(KeyError, ValueError):
             self.selector.unregister(template.control)
         template.control.close()
+        if template.process is None or (template.shared and template.ready):
+            if template.process is not None:
+                _LEFT_RUNNING.append(template.process)  # reaped as it ends
+            return None
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(template.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -198,7 +252,7 @@ class Starts:
             worker.request = next(self.requests)
             request = _frames.dumps(("fork", worker.request))
             with contextlib.suppress(OSError):  # the template died: the start fails
-                socket.send_fds(self.template.control, [request], list(theirs))
+                socket.send_fds(self.template.control, [request], [*theirs, *_output()])
             self.counts["forked"] += 1
             initializers = []  # the template ran them
         for fd in theirs:

@@ -1,4 +1,4 @@
-"""A warm template: ``python -m asynccomp.workers._template CONTROL_FD OWNER NAME``.
+"""A warm template: ``python -m asynccomp.workers._template CONTROL_FD OWNER NAME [SHARE IDLE]``.
 
 It runs a pool's initializers once (TVM and its tensor intrinsics, TileLang, NVRTC loaded
 and run once), then forks a worker for each request: the worker starts with all of that
@@ -9,28 +9,42 @@ spawns fresh interpreters instead where it is not.
 
 Messages are pickled tuples on a ``SOCK_SEQPACKET`` socket (one message each):
 
-- pool -> template: ``("init", initializers)`` first; then ``("fork", request)`` with the
-  worker's two pipe ends attached (``SCM_RIGHTS``).
+- pool -> template: ``("init", initializers)`` first (on the socket it was started
+  with); then ``("fork", request)`` with the worker's two pipe ends attached
+  (``SCM_RIGHTS``), and the pool's standard output and error where it has them (the
+  worker writes there, not to the template's); ``("stop",)`` ends a template.
 - template -> pool: ``("ready", pid, forkable)`` or ``("init_error", traceback)``;
   ``("forked", request, pid)`` (``pid`` < 0: ``-errno``, no fork); ``("exit", pid,
-  status)`` as it reaps a worker (so the pool can say how a worker ended).
+  status)`` as it reaps a worker that pool asked for (so the pool can say how it ended).
 
-It ends when the pool's end of the socket closes (the pool's process ended too: the
-kernel closes it), killing nothing: each worker watches the pool's process itself.
+Each worker dies with the pool's process that asked for it (its owner), not with the
+template. Unshared, the template ends when its pool's end of the socket closes (the
+pool's process ended too: the kernel closes it). Shared (``SHARE``: a socket path in a
+private folder), it also listens there, and any process of the same user connects and
+is greeted ``("ready", pid, True)``: a later tuning process forks its workers at once,
+from imports paid once per machine. Only one template listens per path (it holds
+``SHARE.lock`` while it lives); it ends ``IDLE`` seconds after its last pool left, or
+on ``("stop",)``. Once shared, it writes its own output to ``SHARE.log``, so it does not
+hold its first pool's terminal or pipe open after that pool's process ended.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import pickle
+import selectors
 import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
 from . import _child
+from ._sharing import peer
 
 __all__ = ("main",)
 
@@ -49,8 +63,149 @@ def _single_threaded() -> bool:
     return threading.active_count() == 1 and tasks == 1
 
 
-def _reaper(control: socket.socket) -> None:
-    def reap(*_: object) -> None:
+class _Forks:
+    """The template's life after its initializers: fork requests from its pools."""
+
+    def __init__(self, first: socket.socket, owner: int, name: str) -> None:
+        self.name = name
+        self.selector = selectors.DefaultSelector()
+        self.owners: dict[socket.socket, int] = {}  # each pool's socket: its process
+        self.asked: dict[int, socket.socket] = {}  # each live worker: whose it is
+        self.listener: socket.socket | None = None
+        self.lock = -1
+        self.idle = 0.0
+        self.left_at = time.monotonic()
+        self._join(first, owner)
+        signal.signal(signal.SIGCHLD, self._reap)
+
+    def _join(self, pool: socket.socket, owner: int) -> None:
+        self.owners[pool] = owner
+        self.selector.register(pool, selectors.EVENT_READ)
+
+    def _leave(self, pool: socket.socket) -> None:
+        self.owners.pop(pool, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(pool)
+        pool.close()
+        self.left_at = time.monotonic()
+
+    def share(self, path: Path, idle: float) -> None:
+        """Listen at ``path`` too, unless another template already does."""
+        lock = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another template of these settings serves this user: only ours
+            os.close(lock)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a socket left by a template that was killed
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        old = os.umask(0o177)
+        try:
+            listener.bind(str(path))
+        finally:
+            os.umask(old)
+        listener.listen(64)
+        log = os.open(f"{path}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        for fd in (1, 2):
+            os.dup2(log, fd)
+        os.close(log)
+        self.lock, self.listener, self.idle = lock, listener, idle
+        self.selector.register(listener, selectors.EVENT_READ)
+
+    def serve(self) -> int:
+        try:
+            while self.owners or self.listener is not None:
+                timeout = None
+                if not self.owners:  # shared, nobody here: wait at most the idle time
+                    timeout = self.left_at + self.idle - time.monotonic()
+                    if timeout <= 0:
+                        return 0
+                for key, _ in self.selector.select(timeout):
+                    if key.fileobj is self.listener:
+                        self._accept()
+                    elif not self._request(key.fileobj):  # type: ignore[arg-type]
+                        return 0
+            return 0
+        finally:
+            if self.listener is not None:  # ours while we hold the lock: nobody's next
+                with contextlib.suppress(OSError):
+                    Path(self.listener.getsockname()).unlink()
+
+    def _accept(self) -> None:
+        assert self.listener is not None
+        try:
+            pool, _ = self.listener.accept()
+            pid, uid = peer(pool)
+        except OSError:
+            return
+        if uid != os.getuid():  # the folder is private; this is its second lock
+            pool.close()
+            return
+        pool.setblocking(True)
+        try:
+            _send(pool, "ready", os.getpid(), True)
+        except OSError:
+            pool.close()
+            return
+        self._join(pool, pid)
+
+    def _request(self, pool: socket.socket) -> bool:
+        """Serve one message of ``pool``; ``False`` when told to stop."""
+        try:
+            data, fds, _, _ = socket.recv_fds(pool, _MAX, 4)
+        except OSError:
+            data, fds = b"", []
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            self._leave(pool)  # that pool closed, or its process ended
+            return True
+        message = pickle.loads(data)
+        if message[0] == "stop":
+            return False
+        # SIGCHLD waits until the worker is known as ``pool``'s: one that ended at once
+        # is still reported to it.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        try:
+            try:
+                pid = self._fork(fds, self.owners[pool])
+            except OSError as exc:
+                pid = -(exc.errno or 1)
+            if pid > 0:
+                self.asked[pid] = pool
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+        for fd in fds:
+            os.close(fd)
+        with contextlib.suppress(OSError):  # it ended meanwhile: its end of file tells
+            _send(pool, "forked", message[1], pid)
+        return True
+
+    def _fork(self, fds: list[int], owner: int) -> int:
+        template = os.getpid()  # (the child's getppid() could already name a reaper)
+        pid = os.fork()
+        if pid:
+            return pid
+        status = 1
+        try:  # the worker: nothing of the template's but what it imported
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+            self.selector.close()
+            for pool in self.owners:
+                pool.close()
+            if self.listener is not None:
+                self.listener.close()
+                os.close(self.lock)
+            if len(fds) == 4:  # its pool's output, not the template's
+                os.dup2(fds[2], 1)
+                os.dup2(fds[3], 2)
+            os.setsid()
+            status = _child.serve(fds[0], fds[1], owner, self.name, template)
+        finally:
+            os._exit(status)
+
+    def _reap(self, *_: object) -> None:
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -58,30 +213,13 @@ def _reaper(control: socket.socket) -> None:
                 return
             if pid == 0:
                 return
-            try:
-                _send(control, "exit", pid, status)
-            except OSError:
-                return
-
-    signal.signal(signal.SIGCHLD, reap)
+            pool = self.asked.pop(pid, None)
+            if pool is not None and pool in self.owners:
+                with contextlib.suppress(OSError):
+                    _send(pool, "exit", pid, status)
 
 
-def _fork(control: socket.socket, fds: list[int], owner: int, name: str) -> int:
-    template = os.getpid()  # (the child's getppid() could already name a reaper)
-    pid = os.fork()
-    if pid:
-        return pid
-    status = 1
-    try:  # the worker: nothing of the template's but what it imported
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        control.close()
-        os.setsid()
-        status = _child.serve(fds[0], fds[1], owner, name, template)
-    finally:
-        os._exit(status)
-
-
-def main(control_fd: int, owner: int, name: str) -> int:
+def main(control_fd: int, owner: int, name: str, share: str = "", idle: float = 0.0) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _child.name_process(f"acz-{name}")
     control = socket.socket(fileno=control_fd)
@@ -98,24 +236,16 @@ def main(control_fd: int, owner: int, name: str) -> int:
     _send(control, "ready", os.getpid(), forkable)
     if not forkable:
         return 0
-    _reaper(control)
-    while True:
+    forks = _Forks(control, owner, name)
+    if share:
         try:
-            data, fds, _, _ = socket.recv_fds(control, _MAX, 2)
-        except OSError:
-            return 0
-        if not data:
-            return 0  # the pool's end closed: its process ended, or it closed the pool
-        _, request = pickle.loads(data)
-        try:
-            pid = _fork(control, fds, owner, name)
-        except OSError as exc:
-            pid = -(exc.errno or 1)
-        for fd in fds:
-            os.close(fd)
-        _send(control, "forked", request, pid)
+            forks.share(Path(share), idle)
+        except OSError as exc:  # its first pool still has it
+            print(f"asynccomp: the {name} template is not shared: {exc}", file=sys.stderr)
+    return forks.serve()
 
 
 if __name__ == "__main__":
-    control_arg, owner_arg, name_arg = sys.argv[1:4]
-    sys.exit(main(int(control_arg), int(owner_arg), name_arg))
+    control_arg, owner_arg, name_arg, *shared = sys.argv[1:6]
+    share_arg, idle_arg = (shared[0], float(shared[1])) if shared else ("", 0.0)
+    sys.exit(main(int(control_arg), int(owner_arg), name_arg, share_arg, idle_arg))

@@ -1,0 +1,144 @@
+"""Templates shared by a user's processes (``PoolSettings.share_in``): a later process
+forks its workers from the template an earlier one started (the imports paid once per
+machine), a template of other settings is another one, a shared template ends when
+idle or told to, a killed one's socket is taken over, and ``ASYNCCOMP_SHARED_TEMPLATES=off``
+shares nothing. Each pool runs in a process of its own, as tuning processes do; the
+tests' session turns sharing off (tests/conftest.py), so each test turns it on for its
+own processes, in a folder of its own, and stops what it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asynccomp.workers import SHARED_TEMPLATES_ENV, shared_folder, stop_shared
+
+from .warm_tasks import gone, wait_gone
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# One pool in one process: its initializer's tag and process, its worker's, whether it
+# joined a shared template; its worker writes to standard error.
+POOL = """
+import functools, json, sys
+from pathlib import Path
+from asynccomp.workers import PoolSettings, WorkerPool
+from tests import warm_tasks
+folder, tag, idle = sys.argv[1], sys.argv[2], float(sys.argv[3])
+pool = WorkerPool(PoolSettings("shared-test", 1, [functools.partial(warm_tasks.remember, tag)],
+                               share_in=Path(folder), share_idle=idle))
+try:
+    said = pool.submit(warm_tasks.remembered).result()
+    assert said.outcome == "done", said
+    assert pool.submit(warm_tasks.shout, f"worker of {tag}").result().outcome == "done"
+    print(json.dumps({"tag": said.value[0], "template": said.value[1], "worker": said.value[2],
+                      "joined": pool.statistics().joined}))
+finally:
+    pool.close()
+"""
+
+
+@pytest.fixture
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A private folder (short: a socket's path has at most 107 bytes); every template
+    still shared there is stopped after the test."""
+    path = tmp_path_factory.mktemp("tpl")
+    path.chmod(0o700)
+    try:
+        yield path
+    finally:
+        stop_shared(path)
+
+
+def run_pool(
+    folder: Path, tag: str, idle: float = 300.0, environ: dict[str, str] | None = None
+) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != SHARED_TEMPLATES_ENV} | (environ or {})
+    proc = subprocess.run(
+        [sys.executable, "-c", POOL, str(folder), tag, str(idle)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    said: dict[str, Any] = json.loads(proc.stdout)
+    said["stderr"] = proc.stderr
+    return said
+
+
+def logs(folder: Path) -> str:
+    return "".join(p.read_text() for p in folder.glob("tpl-*.log"))
+
+
+def test_a_later_process_forks_from_the_template_an_earlier_one_started(folder: Path) -> None:
+    first = run_pool(folder, "a")
+    assert first["joined"] == 0 and first["tag"] == "a"
+    assert first["template"] != first["worker"]  # the initializer ran in the template
+    assert not gone([first["template"]])  # it outlived the process that started it
+    second = run_pool(folder, "a")
+    assert second["joined"] == 1  # no template started: the first process's
+    assert second["template"] == first["template"] and second["worker"] != first["worker"]
+    # Each worker writes to the standard error of the process it serves, not the
+    # template's (whose first process is gone).
+    assert "worker of a" in second["stderr"] and "worker of a" not in logs(folder)
+    assert stop_shared(folder) == 1
+    wait_gone([first["template"]])
+    assert not list(folder.glob("tpl-*.sock"))
+
+
+def test_other_settings_get_a_template_of_their_own(folder: Path) -> None:
+    a, b = run_pool(folder, "a"), run_pool(folder, "b")
+    assert a["joined"] == b["joined"] == 0 and a["template"] != b["template"]
+    assert (a["tag"], b["tag"]) == ("a", "b")
+    assert len(list(folder.glob("tpl-*.sock"))) == 2
+    assert stop_shared(folder) == 2
+    wait_gone([a["template"], b["template"]])
+
+
+def test_a_shared_template_ends_once_idle(folder: Path) -> None:
+    first = run_pool(folder, "a", idle=0.5)
+    wait_gone([first["template"]])  # half a second after its only pool's process ended
+    assert not list(folder.glob("tpl-*.sock"))
+    assert run_pool(folder, "a", idle=0.5)["joined"] == 0  # a new one, as the first was
+
+
+def test_a_killed_templates_socket_is_taken_over(folder: Path) -> None:
+    first = run_pool(folder, "a")
+    os.kill(first["template"], signal.SIGKILL)
+    wait_gone([first["template"]])
+    assert list(folder.glob("tpl-*.sock"))  # left behind: nobody listens there
+    second = run_pool(folder, "a")
+    assert second["joined"] == 0 and second["template"] != first["template"]
+    third = run_pool(folder, "a")
+    assert third["joined"] == 1 and third["template"] == second["template"]
+
+
+def test_nothing_is_shared_when_the_environment_says_off(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = run_pool(folder, "a", environ={SHARED_TEMPLATES_ENV: "off"})
+    assert first["joined"] == 0
+    wait_gone([first["template"]])  # it ended with its process's pool
+    assert not list(folder.iterdir())
+    monkeypatch.setenv(SHARED_TEMPLATES_ENV, "off")
+    assert shared_folder() is None
+
+
+def test_the_tuners_share_in_the_compile_servers_private_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SHARED_TEMPLATES_ENV, raising=False)
+    monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(tmp_path / "server"))
+    assert shared_folder() == tmp_path / "server"
+    assert (tmp_path / "server").stat().st_mode & 0o777 == 0o700
