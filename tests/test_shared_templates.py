@@ -142,3 +142,19 @@ def test_the_tuners_share_in_the_compile_servers_private_folder(
     monkeypatch.setenv("ASYNCCOMP_SERVER_DIR", str(tmp_path / "server"))
     assert shared_folder() == tmp_path / "server"
     assert (tmp_path / "server").stat().st_mode & 0o777 == 0o700
+
+
+def test_serve_stop_ends_the_templates_shared_in_the_servers_folder(folder: Path) -> None:
+    first = run_pool(folder, "a")
+    proc = subprocess.run(
+        [sys.executable, "-m", "asynccomp", "serve", "--stop"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ASYNCCOMP_SERVER_DIR": str(folder)},
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr  # no server there, but a template was told
+    assert "1 warm template of the tuners told to stop" in proc.stdout
+    assert "no compile server is running" in proc.stderr
+    wait_gone([first["template"]])

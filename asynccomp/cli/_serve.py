@@ -18,6 +18,7 @@ from .._os import child_environ
 from ..config import server_mode
 from ..errors import AsyncCompError, ServerError
 from ..server import DEFAULT_IDLE_TIMEOUT, Server, ServerPaths, server_paths, status, stop
+from ..workers import stop_shared
 from ._args import JOBS_HELP, JobsAction, add_umask, non_negative_float
 from ._messages import StripPrefix, in_cli_terms
 from ._ray_args import add_ray_timeout, ray_address, ray_executor
@@ -30,7 +31,7 @@ facade and `asynccomp compile` use it (starting it when needed); it stops after
 
   asynccomp serve                 # in the foreground (for a terminal or a service manager)
   asynccomp serve --status        # JSON: clients, queued, running, compiled, hits, workers, uptime
-  asynccomp serve --stop
+  asynccomp serve --stop          # and the tuners' warm templates shared in its folder
 """
 
 
@@ -98,11 +99,16 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(status(paths.socket), indent=2))
             return 0
         if args.stop:
+            # The tuners' warm templates share the server's folder: they end with it.
+            templates = stop_shared(paths.folder)
+            if templates:
+                told = "1 warm template" if templates == 1 else f"{templates} warm templates"
+                print(f"asynccomp: {told} of the tuners told to stop")
             if stop(paths.socket):
                 print(f"asynccomp: the compile server at {paths.socket} was told to stop")
                 return 0
             print(f"asynccomp: no compile server is running at {paths.socket}", file=sys.stderr)
-            return 1
+            return 0 if templates else 1
     except ServerError as exc:
         print(f"asynccomp: error: {exc}", file=sys.stderr)
         return 1
