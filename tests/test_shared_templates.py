@@ -158,3 +158,17 @@ def test_serve_stop_ends_the_templates_shared_in_the_servers_folder(folder: Path
     assert "1 warm template of the tuners told to stop" in proc.stdout
     assert "no compile server is running" in proc.stderr
     wait_gone([first["template"]])
+
+
+def test_an_install_in_an_import_folder_makes_another_template(
+    folder: Path, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    environ = {"PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    first = run_pool(folder, "a", environ=environ)
+    (site / "results.json").write_text("{}")  # a script's output beside it: the same
+    assert run_pool(folder, "a", environ=environ)["template"] == first["template"]
+    (site / "foo-1.0.dist-info").mkdir()  # an install: what the template imported may differ
+    later = run_pool(folder, "a", environ=environ)
+    assert later["joined"] == 0 and later["template"] != first["template"]

@@ -3,8 +3,8 @@ listens, and ending them.
 
 A shared template's socket is named after everything that decides what it holds: the
 user, the interpreter, the folder and environment it runs in, the initializers it ran
-(pickled), and the files it ran them from (asynccomp's own, and each import folder's,
-whose time changes as a package is installed or removed there). A process that would
+(pickled), and the code it ran them with (asynccomp's files, and what each import
+folder has installed: distributions with their versions, and path files). A process that would
 make a different template finds another name, and starts its own.
 """
 
@@ -76,6 +76,21 @@ def peer(sock: socket.socket) -> tuple[int, int]:
     return pid, uid
 
 
+def _installed(folder: str) -> str:
+    """What is installed in an import folder: its distributions' metadata (named with
+    their versions) and path files, which an install, upgrade or removal changes and
+    a script's own outputs beside it do not."""
+    try:
+        names = sorted(
+            p.name
+            for p in Path(folder or ".").iterdir()
+            if p.name.endswith((".dist-info", ".egg-info", ".pth"))
+        )
+    except OSError:
+        names = []
+    return f"{folder} {' '.join(names)}"
+
+
 def _stat(path: Path) -> str:
     try:
         st = path.stat()
@@ -106,7 +121,7 @@ def share_path(settings: PoolSettings, environ: dict[str, str]) -> Path | None:
             if k not in _NOISE and not k.startswith(_NOISE_PREFIXES)
         ),
         *(_stat(p) for p in sorted(_PACKAGE.rglob("*.py"))),
-        *(_stat(Path(p or ".")) for p in sys.path),
+        *(_installed(p) for p in sys.path),
     ):
         digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
     digest.update(initializers)

@@ -323,6 +323,12 @@ def run_mode(mode: str, args: argparse.Namespace, kernel: Any, configs: list[dic
         if stats is None
         else {"compiled": stats.compiled, "cache_hits": stats.cache_hits, "workers": stats.workers},
     }
+    from asynccomp.tilelang import _pool as lowering
+
+    if mode.startswith("asynccomp") and lowering._pool is not None:
+        # joined: its workers forked from a template an earlier process left
+        said = lowering._pool.statistics()
+        row["lowering"] = {"started": said.started, "forked": said.forked, "joined": said.joined}
     if mode.startswith("asynccomp-nvrtc") and "nopch" not in mode:
         pool = _local_pool()
         if pool is not None:
