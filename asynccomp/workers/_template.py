@@ -24,8 +24,9 @@ private folder), it also listens there, and any process of the same user connect
 is greeted ``("ready", pid, True)``: a later tuning process forks its workers at once,
 from imports paid once per machine. Only one template listens per path (it holds
 ``SHARE.lock`` while it lives); it ends ``IDLE`` seconds after its last pool left, or
-on ``("stop",)``. Once shared, it writes its own output to ``SHARE.log``, so it does not
-hold its first pool's terminal or pipe open after that pool's process ended.
+on ``("stop",)``. Once shared, it writes its own output to ``SHARE.log`` (and reads
+nothing), so it does not hold its first pool's terminal or pipes open after that pool's
+process ended.
 """
 
 from __future__ import annotations
@@ -106,10 +107,13 @@ class _Forks:
         finally:
             os.umask(old)
         listener.listen(64)
+        # Nothing of the first pool's terminal or pipes held past that pool's process.
         log = os.open(f"{path}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        for fd in (1, 2):
-            os.dup2(log, fd)
+        nothing = os.open(os.devnull, os.O_RDONLY)
+        for source, fd in ((nothing, 0), (log, 1), (log, 2)):
+            os.dup2(source, fd)
         os.close(log)
+        os.close(nothing)
         self.lock, self.listener, self.idle = lock, listener, idle
         self.selector.register(listener, selectors.EVENT_READ)
 

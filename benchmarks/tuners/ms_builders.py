@@ -88,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {"candidates": len(inputs), "workers": args.workers}
     warm.pool.wait_ready()
     report["warm_made"] = round(time.perf_counter() - started, 3)
+    # 1: its workers forked from a template an earlier process left (shared templates)
+    report["warm_joined"] = warm.pool.statistics().joined
     report["warm"] = run("warm", warm, inputs, args.batches)
     warm.close()
     if args.warm_only:

@@ -171,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tune_seconds": round(total, 1),
         "builder_seconds": round(sum(b["seconds"] for b in batches), 1),
         "workers_ready_seconds": round(ready[0] - made[0], 1) if ready else None,
+        # 1: the builder's workers forked from a template an earlier process left
+        "joined": builder.pool.statistics().joined if args.callback == "warm" else None,
         "candidates": sum(b["candidates"] for b in batches),
         "timeouts": sum(b["timeouts"] for b in batches),
         "build_errors": sum(b["errors"] for b in batches),
