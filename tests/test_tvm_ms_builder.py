@@ -266,7 +266,10 @@ def test_without_registering_tvm_is_still_imported_before_the_timeout(server: Pa
 
 
 _ORPHAN = """
-import sys, asynccomp.tvm
+import faulthandler, signal, sys
+stacks = open(sys.argv[2], "w")  # where it is, every thread, when the test asks
+faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+import asynccomp.tvm
 from tests.ms_candidates import hang
 b = asynccomp.tvm.Builder(max_workers=2, register=False)
 b.pool.wait_ready()
@@ -281,9 +284,9 @@ def test_workers_die_with_the_tuning_process(tmp_path: Path, signum: int) -> Non
     workers notice through their pidfd and end their groups) or interrupted (Ctrl-C: the
     builder kills its workers) while a worker is busy (an idle one would see its pipe
     close): nothing is left."""
-    marker = tmp_path / "busy"
+    marker, stacks = tmp_path / "busy", tmp_path / "stacks"
     with subprocess.Popen(
-        [sys.executable, "-c", _ORPHAN, str(marker)], stdout=subprocess.PIPE
+        [sys.executable, "-c", _ORPHAN, str(marker), str(stacks)], stdout=subprocess.PIPE
     ) as owner:
         try:
             assert owner.stdout is not None
@@ -295,7 +298,14 @@ def test_workers_die_with_the_tuning_process(tmp_path: Path, signum: int) -> Non
                 time.sleep(0.05)
             assert int(marker.read_text()) in pids
             owner.send_signal(signum)
-            assert owner.wait(60) != 0
+            try:  # (it once took over 60 s in CI, on a loaded machine: where was it?)
+                assert owner.wait(120) != 0
+            except subprocess.TimeoutExpired:
+                owner.send_signal(signal.SIGUSR1)
+                deadline = time.monotonic() + 30
+                while not stacks.read_text() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                pytest.fail(f"still running 120 s after signal {signum}:\n{stacks.read_text()}")
         finally:
             owner.kill()
     deadline = time.monotonic() + 60

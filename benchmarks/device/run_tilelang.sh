@@ -45,6 +45,14 @@ fi
 # AutoTuner.from_kernel and through the @tilelang.autotune decorator, 64 configs, 2 passes;
 # then one run holding TileLang's and asynccomp's nvcc kernels together, for the SASS and
 # bitwise checks on the GPU. ENTRIES, MODES and CHECKS=0 narrow it.
+# FIRST=1: first, benchmarks/tuners/first_autotune.py: three tuning processes in a row
+# from nothing warm (the server and shared templates stopped), sharing on (issue 36).
+if [ "${FIRST:-0}" = 1 ]; then
+  timeout "${FIRST_TIMEOUT:-240}" python3 -m benchmarks.tuners.first_autotune --processes 3 \
+    --baseline tilelang-grouped --out "$OUT/first_autotune" -- --no-gpu --passes 2 \
+    --entry from_kernel --modes asynccomp-nvrtc-grouped --server "$@" 2>&1 \
+    | grep -v -e "configurations:" -e "Tuned Latency" -e "^\s*$" | tee "$OUT/first_autotune.txt"
+fi
 ENTRIES="${ENTRIES:-from_kernel decorator}"
 MODES="${MODES:-tilelang tilelang-grouped asynccomp-nvcc asynccomp-nvcc-grouped asynccomp-nvrtc asynccomp-nvrtc-grouped}"
 for entry in $ENTRIES; do

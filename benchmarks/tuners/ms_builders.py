@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -76,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warm-only", action="store_true", help="skip LocalBuilder")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    # Each run starts its own templates (as every figure before shared templates did),
+    # unless told: benchmarks/tuners/first_autotune.py measures what sharing saves.
+    os.environ.setdefault("ASYNCCOMP_SHARED_TEMPLATES", "off")
 
     from tvm.s_tir import meta_schedule as ms
 

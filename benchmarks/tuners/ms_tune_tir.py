@@ -95,6 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=30.0, help="LocalBuilder's timeout_sec")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
+    # Each run starts its own templates (as every figure before shared templates did),
+    # unless told: benchmarks/tuners/first_autotune.py measures what sharing saves.
+    os.environ.setdefault("ASYNCCOMP_SHARED_TEMPLATES", "off")
 
     import tvm
     from tvm.s_tir import meta_schedule as ms

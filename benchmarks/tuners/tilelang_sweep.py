@@ -503,6 +503,9 @@ def main() -> int:
     parser.add_argument("--no-gpu", action="store_true", help="compile only; run nothing")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    # Each run starts its own templates (as every figure before shared templates did),
+    # unless told: benchmarks/tuners/first_autotune.py measures what sharing saves.
+    os.environ.setdefault("ASYNCCOMP_SHARED_TEMPLATES", "off")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = set(modes) - set(ALL_MODES)
     if unknown:

@@ -435,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=GPU_MODES, help=argparse.SUPPRESS)
     parser.add_argument("--given", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    # Each run starts its own templates (as every figure before shared templates did),
+    # unless told: benchmarks/tuners/first_autotune.py measures what sharing saves.
+    os.environ.setdefault("ASYNCCOMP_SHARED_TEMPLATES", "off")
     if args.child:
         count = args.configs or 16
         if args.phase == "compile":
