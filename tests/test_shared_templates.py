@@ -39,8 +39,10 @@ try:
     said = pool.submit(warm_tasks.remembered).result()
     assert said.outcome == "done", said
     assert pool.submit(warm_tasks.shout, f"worker of {tag}").result().outcome == "done"
+    env = {k: pool.submit(warm_tasks.environ_of, k).result().value
+           for k in ("ASYNCCOMP_CACHE_DIR", "ASYNCCOMP_ONLY", "PROBE")}
     print(json.dumps({"tag": said.value[0], "template": said.value[1], "worker": said.value[2],
-                      "joined": pool.statistics().joined}))
+                      "joined": pool.statistics().joined, "env": env}))
 finally:
     pool.close()
 """
@@ -174,3 +176,16 @@ def test_an_install_in_an_import_folder_makes_another_template(
     (site / "foo-1.0.dist-info").mkdir()  # an install: what the template imported may differ
     later = run_pool(folder, "a", environ=environ)
     assert later["joined"] == 0 and later["template"] != first["template"]
+
+
+def test_each_worker_runs_in_its_own_processs_environment(folder: Path) -> None:
+    first = run_pool(folder, "a", environ={"ASYNCCOMP_CACHE_DIR": "/one", "ASYNCCOMP_ONLY": "1"})
+    second = run_pool(folder, "a", environ={"ASYNCCOMP_CACHE_DIR": "/two"})
+    # asynccomp's own variables are read as they are used: one template serves both, and
+    # each worker has its own process's (none of the process that started the template)
+    assert second["joined"] == 1 and second["template"] == first["template"]
+    assert first["env"] == {"ASYNCCOMP_CACHE_DIR": "/one", "ASYNCCOMP_ONLY": "1", "PROBE": None}
+    assert second["env"] == {"ASYNCCOMP_CACHE_DIR": "/two", "ASYNCCOMP_ONLY": None, "PROBE": None}
+    # Any other variable may be read at import: another template
+    third = run_pool(folder, "a", environ={"PROBE": "x"})
+    assert third["joined"] == 0 and third["env"]["PROBE"] == "x"

@@ -42,6 +42,10 @@ def remembered() -> tuple[str, int, int]:
     return (*_remembered, os.getpid())
 
 
+def environ_of(name: str) -> str | None:
+    return os.environ.get(name)
+
+
 def shout(text: str) -> None:
     """Write ``text`` to the worker's standard error."""
     import sys

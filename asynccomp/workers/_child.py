@@ -26,6 +26,7 @@ import traceback
 from typing import Any
 
 from . import _frames
+from ._sharing import OWN_VARIABLES
 from ._watch import die_with
 
 __all__ = ("cancel_event", "name_process", "serve", "template_pid")
@@ -148,6 +149,9 @@ def serve(
         return 0
     try:
         environ, initializers = _frames.loads(frame[1])
+        if template is not None:  # asynccomp's variables are its pool's, not the template's
+            for name in [k for k in os.environ if k.startswith(OWN_VARIABLES) and k not in environ]:
+                del os.environ[name]
         os.environ.update(environ)
         import tempfile
 

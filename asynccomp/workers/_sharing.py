@@ -23,6 +23,7 @@ from . import _frames
 from ._settings import PoolSettings
 
 __all__ = (
+    "OWN_VARIABLES",
     "SHARED_TEMPLATES_ENV",
     "peer",
     "share_path",
@@ -34,9 +35,13 @@ __all__ = (
 #: ``off`` (or ``0``, ``no``, ``false``): no template is shared, each pool starts its own.
 SHARED_TEMPLATES_ENV = "ASYNCCOMP_SHARED_TEMPLATES"
 
+#: asynccomp's own variables: read as they are used, never at import, so not part of a
+#: template's name; each forked worker has its own pool's (:mod:`._child`).
+OWN_VARIABLES = "ASYNCCOMP_"
+
 # Variables a shell changes between two commands, which no import reads.
 _NOISE = frozenset(("_", "PWD", "OLDPWD", "SHLVL", "PS1", "COLUMNS", "LINES", "TERM"))
-_NOISE_PREFIXES = ("SSH_", "TMUX", "PYTEST_", "XDG_SESSION")
+_NOISE_PREFIXES = ("SSH_", "TMUX", "PYTEST_", "XDG_SESSION", OWN_VARIABLES)
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 

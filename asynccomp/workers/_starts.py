@@ -36,7 +36,7 @@ from ._model import (
     wait_status,
 )
 from ._settings import PoolSettings, TaskResult
-from ._sharing import peer, share_path
+from ._sharing import OWN_VARIABLES, peer, share_path
 
 __all__ = ("Starts",)
 
@@ -106,10 +106,14 @@ class Starts:
     def _command(self, module: str, *args: object) -> list[str]:
         return [self.settings.python, "-m", f"asynccomp.workers.{module}", *map(str, args)]
 
-    def _start_template(self) -> None:
-        environ = {**dict.fromkeys(_ONE_THREAD, "1"), **_os.child_environ()} | dict(
+    def _environ(self) -> dict[str, str]:
+        """A template's environment."""
+        return {**dict.fromkeys(_ONE_THREAD, "1"), **_os.child_environ()} | dict(
             self.settings.environ
         )
+
+    def _start_template(self) -> None:
+        environ = self._environ()
         _LEFT_RUNNING[:] = [p for p in _LEFT_RUNNING if p.poll() is None]
         if self.share is None:
             self.share = share_path(self.settings, environ) or False
@@ -255,6 +259,12 @@ class Starts:
                 socket.send_fds(self.template.control, [request], [*theirs, *_output()])
             self.counts["forked"] += 1
             initializers = []  # the template ran them
+            # asynccomp's own variables as this process has them now (a shared template
+            # is not keyed on them); every other one is the template's, which its key
+            # says is this process's, with what its initializers set.
+            environ = {
+                k: v for k, v in self._environ().items() if k.startswith(OWN_VARIABLES)
+            } | environ
         for fd in theirs:
             os.close(fd)
         os.set_blocking(results_read, False)
