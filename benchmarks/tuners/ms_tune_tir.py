@@ -46,7 +46,7 @@ def matmul(n: int) -> Any:
 
 def traced_build(mod: Any, target: Any, params: Any) -> Any:
     """LocalBuilder's default build, timed in the builder worker: the whole build and the
-    compile callback inside it, one JSON line per candidate in ``$TUNE_TRACE``."""
+    compile callback inside it, one JSON line per candidate in ``$ASYNCCOMP_TUNE_TRACE``."""
     import json as json_
     import os as os_
     import time as time_
@@ -76,7 +76,7 @@ def traced_build(mod: Any, target: Any, params: Any) -> Any:
             "build": round(time_.perf_counter() - started, 3),
             "compile": round(spent[0], 3),
         }
-        with open(os_.environ["TUNE_TRACE"], "a") as trace:
+        with open(os_.environ["ASYNCCOMP_TUNE_TRACE"], "a") as trace:
             trace.write(json_.dumps(record) + "\n")
 
 
@@ -141,7 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     builder_class.build = timed_build  # timed on the class, before the builder is made
     initializer = asynccomp.tvm.register if args.callback == "asynccomp" else None
     trace = Path(tempfile.mkdtemp()) / "builds.jsonl"
-    os.environ["TUNE_TRACE"] = str(trace)
+    # asynccomp's prefix: each forked worker has its own process's, and a shared template
+    # is not told apart by it
+    os.environ["ASYNCCOMP_TUNE_TRACE"] = str(trace)
     # The warm builder is made first, as a user makes it: its workers start importing TVM
     # while MetaSchedule generates its design spaces.
     made.append(time.perf_counter())
