@@ -10,7 +10,7 @@ import sys
 import threading
 
 from ..workers import PoolSettings, WorkerPool, shared_folder
-from ._worker import warm_up
+from ._worker import TASK_VARIABLES, warm_up
 
 __all__ = ("close", "cpus", "current", "pool", "set_size", "size")
 
@@ -57,6 +57,7 @@ def pool() -> WorkerPool:
                     max_rss=MAX_RSS,
                     idle_release=IDLE_RELEASE,
                     share_in=shared_folder(),
+                    task_variables=TASK_VARIABLES,  # each compile sets them (_worker._apply)
                 )
             )
         return _pool

@@ -29,6 +29,7 @@ from ._transport import CannotTravel, Packed, unpack
 __all__ = (
     "Built",
     "KeyMismatch",
+    "TASK_VARIABLES",
     "Request",
     "build",
     "environment",
@@ -37,8 +38,17 @@ __all__ = (
 
 #: The environment variables of the parent's that reach a compile: Triton's settings
 #: (``triton.knobs`` reads them; knobs set in Python write them) and those its C++ reads
-#: (MLIR/LLVM dumps and debugging, ptxas options).
-_PREFIXES = ("TRITON_", "MLIR_", "LLVM_", "NVPTX_", "PTXAS_", "AMDGCN_", "DISABLE_", "USE_IR_LOC")
+#: (MLIR/LLVM dumps and debugging, ptxas options), set for every compile.
+TASK_VARIABLES = (
+    "TRITON_",
+    "MLIR_",
+    "LLVM_",
+    "NVPTX_",
+    "PTXAS_",
+    "AMDGCN_",
+    "DISABLE_",
+    "USE_IR_LOC",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,12 +86,12 @@ class KeyMismatch(Exception):
 
 
 def environment() -> dict[str, str]:
-    """The parent's environment variables that a compile reads (see ``_PREFIXES``)."""
-    return {k: v for k, v in os.environ.items() if k.startswith(_PREFIXES)}
+    """The parent's environment variables that a compile reads (see ``TASK_VARIABLES``)."""
+    return {k: v for k, v in os.environ.items() if k.startswith(TASK_VARIABLES)}
 
 
 def _apply(environ: Mapping[str, str]) -> None:
-    for name in [k for k in os.environ if k.startswith(_PREFIXES) and k not in environ]:
+    for name in [k for k in os.environ if k.startswith(TASK_VARIABLES) and k not in environ]:
         del os.environ[name]
     os.environ.update(environ)
 

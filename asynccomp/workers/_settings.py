@@ -77,6 +77,9 @@ class PoolSettings:
             of running the initializers again, and it stays ``share_idle`` seconds
             after its last pool ended. ``None``: the template is this pool's alone.
         share_idle: seconds a shared template waits for another pool.
+        task_variables: prefixes of the environment variables the pool's tasks set in
+            their worker themselves, from the caller's, each time (Triton's ``TRITON_``
+            ones): not part of a shared template's name.
     """
 
     name: str
@@ -97,6 +100,7 @@ class PoolSettings:
     python: str = sys.executable
     share_in: Path | None = None
     share_idle: float = 600.0
+    task_variables: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.size < 1:

@@ -123,7 +123,7 @@ def share_path(settings: PoolSettings, environ: dict[str, str]) -> Path | None:
         *sorted(
             f"{k}={v}"
             for k, v in environ.items()
-            if k not in _NOISE and not k.startswith(_NOISE_PREFIXES)
+            if k not in _NOISE and not k.startswith((*_NOISE_PREFIXES, *settings.task_variables))
         ),
         *(_stat(p) for p in sorted(_PACKAGE.rglob("*.py"))),
         *(_installed(p) for p in sys.path),
