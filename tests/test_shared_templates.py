@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from asynccomp.workers import SHARED_TEMPLATES_ENV, shared_folder, stop_shared
+from asynccomp.workers import SHARED_TEMPLATES_ENV, PoolSettings, shared_folder, stop_shared
+from asynccomp.workers._sharing import share_path
 
 from .warm_tasks import gone, wait_gone
 
@@ -189,3 +190,16 @@ def test_each_worker_runs_in_its_own_processs_environment(folder: Path) -> None:
     # Any other variable may be read at import: another template
     third = run_pool(folder, "a", environ={"PROBE": "x"})
     assert third["joined"] == 0 and third["env"]["PROBE"] == "x"
+
+
+def test_a_templates_name_leaves_out_what_tasks_set_themselves(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SHARED_TEMPLATES_ENV, raising=False)
+    plain = PoolSettings("t", 1, share_in=folder)
+    triton_like = PoolSettings("t", 1, share_in=folder, task_variables=("TRITON_",))
+    one, two = {"TRITON_CACHE_DIR": "/one"}, {"TRITON_CACHE_DIR": "/two"}
+    assert share_path(plain, one) != share_path(plain, two)  # may be read at import
+    assert share_path(triton_like, one) == share_path(triton_like, two)  # set per task
+    assert share_path(plain, {"ASYNCCOMP_CACHE_DIR": "/a"}) == share_path(plain, {})
+    assert share_path(PoolSettings("t", 1), {}) is None  # no folder: not shared
