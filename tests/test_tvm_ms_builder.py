@@ -267,6 +267,9 @@ def test_without_registering_tvm_is_still_imported_before_the_timeout(server: Pa
 
 _ORPHAN = """
 import faulthandler, signal, sys
+# Ctrl-C raises KeyboardInterrupt, as in a terminal, even where this test was started with
+# SIGINT ignored (a background job of a script: Python then leaves it ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 stacks = open(sys.argv[2], "w")  # where it is, every thread, when the test asks
 faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
 import asynccomp.tvm

@@ -228,6 +228,9 @@ def test_a_ctrl_c_in_a_blocking_map_stops_its_tasks(start: float, gate: Path) ->
     """N2/N3: KeyboardInterrupt while ``map`` waits: its tasks are cancelled at once (a
     worker running one is killed), and the pool serves the next batch."""
     pool = pool_of(1, cancel_grace=0.2)
+    # Ctrl-C raises KeyboardInterrupt here even where pytest was started with SIGINT
+    # ignored (a background job of a script: Python then leaves it ignored)
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
 
         def interrupt() -> None:
@@ -243,6 +246,7 @@ def test_a_ctrl_c_in_a_blocking_map_stops_its_tasks(start: float, gate: Path) ->
         [after] = within(4 * start, lambda: pool.map(warm_tasks.pid, [()]), "map")
         assert after.outcome == "done"
     finally:
+        signal.signal(signal.SIGINT, saved)
         _close(pool, gate)
 
 
