@@ -782,3 +782,12 @@ def test_nvrtc_workers_outlive_the_thread_that_started_them_on_trio(
     first, after, ok = anyio.run(main, backend="trio")
     assert ok and len(first) == 1
     assert after == first  # the same warm worker, alive
+
+
+def test_no_module_of_the_worker_kernel_passes_450_lines() -> None:
+    """Issue 35's bound on the kernel's modules (small modules whose names say what
+    they hold): one that grows past it is split, not stretched."""
+    folder = Path(__file__).resolve().parent.parent / "asynccomp" / "workers"
+    sizes = {p.name: len(p.read_text().splitlines()) for p in folder.glob("*.py")}
+    assert len(sizes) >= 10
+    assert {name: n for name, n in sizes.items() if n > 450} == {}

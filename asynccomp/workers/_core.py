@@ -56,7 +56,6 @@ class Core(Starts):
         self.workers: dict[int, Worker] = {}  # by results fd
         self.dying: list[tuple[Worker, Task | None]] = []  # pipe closed, status awaited
         self.template: Template | None = None
-        self.share = None
         self.fork = settings.fork and sys.platform.startswith("linux")
         self.counts = collections.Counter[str]()
         self.failed_starts = 0

@@ -82,7 +82,7 @@ class Starts:
     changed: bool
     selector: selectors.BaseSelector
     #: Where the template is shared (``None``: not looked up yet; ``False``: not shared).
-    share: Path | Literal[False] | None
+    share: Path | Literal[False] | None = None
 
     def _resolve(self, task: Task, result: TaskResult) -> None:
         raise NotImplementedError
