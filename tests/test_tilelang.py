@@ -491,7 +491,6 @@ def test_a_first_autotune_lowers_here_while_the_workers_start(
     theirs = {grouped: autotune(matmul, CONFIGS[:4], grouped) for grouped in (False, True)}
     their_sources, sweep.sources = sweep.sources, []
     lowerings_here.clear()
-    pass  # DEBUG atl.shutdown()
     atl.register(on_result=results.append, lowering_workers=2)
     from asynccomp.tilelang import _pool
 

@@ -57,12 +57,15 @@ class Unavailable:
     taken_back: bool = False
 
 
-#: Units this process lowers itself at once while the workers start. Few: each unit taken
-#: back is lowered at TileLang's own pace, in this one interpreter, which also finishes
-#: the workers' units (code generation, the compile) once they come; a unit taken late
-#: would still be lowering here after the workers, ready seconds later, could have done
-#: it. Measured at 2 on 2 cores only (benchmarks/RESULTS.md); not tuned for 16.
-LOWER_HERE = 2
+#: Units this process lowers itself at once while the workers start: one. Each unit
+#: taken back is lowered at TileLang's own pace, in this one interpreter, which also
+#: finishes the workers' units (code generation, the compile) once they come. And two at
+#: once are not safe on CPython 3.11 (at least): TileLang's elaboration parses its kernel's
+#: source (``ast.parse``), whose conversion to Python objects keeps its depth count in
+#: state every thread shares; two threads parsing at once can fail one config with
+#: ``SystemError: AST constructor recursion depth mismatch`` (python/cpython#106905;
+#: seen in CI on 3.11.7 with two).
+LOWER_HERE = 1
 
 
 Outcome = Lowered | Raised | Unavailable
