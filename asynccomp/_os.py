@@ -23,6 +23,7 @@ import re
 import shutil
 import socket
 import stat
+import struct
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +32,7 @@ __all__ = (
     "child_environ",
     "empty_folder",
     "listening",
+    "peer",
     "python_path",
     "rss",
     "running",
@@ -150,6 +152,17 @@ def listening(path: str | Path) -> bool:
         except OSError:
             return False
     return True
+
+
+def peer(sock: socket.socket) -> tuple[int, int] | None:
+    """The (pid, uid) of the process at the other end of a Unix socket (Linux
+    ``SO_PEERCRED``), else ``None`` (the system cannot tell)."""
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (AttributeError, OSError):
+        return None
+    pid, uid, _gid = struct.unpack("3i", raw)
+    return int(pid), int(uid)
 
 
 # -- child interpreters ------------------------------------------------------------------

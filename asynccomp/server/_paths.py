@@ -26,13 +26,13 @@ import hashlib
 import os
 import socket
 import stat
-import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
 
+from .._os import peer
 from .._version import __version__
 from .._warn import warn
 from ..errors import ServerError, ServerWarning
@@ -211,9 +211,5 @@ def peer_uid(sock: socket.socket) -> int | None:
     """The uid of the process at the other end of a Unix socket (Linux ``SO_PEERCRED``),
     else ``None``. Both ends ask: the server refuses other users, and a client refuses a
     server of another user (a socket path can be anyone's)."""
-    try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except (AttributeError, OSError):
-        return None
-    _pid, uid, _gid = struct.unpack("3i", raw)
-    return int(uid)
+    said = peer(sock)
+    return None if said is None else said[1]

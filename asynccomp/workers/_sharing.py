@@ -15,7 +15,6 @@ import hashlib
 import os
 import pickle
 import socket
-import struct
 import sys
 from pathlib import Path
 
@@ -25,7 +24,6 @@ from ._settings import PoolSettings
 __all__ = (
     "OWN_VARIABLES",
     "SHARED_TEMPLATES_ENV",
-    "peer",
     "share_path",
     "shared_folder",
     "sharing_enabled",
@@ -49,12 +47,9 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 def sharing_enabled() -> bool:
     """Whether ``$ASYNCCOMP_SHARED_TEMPLATES`` lets pools share templates (it does unless
     it says ``off``)."""
-    return os.environ.get(SHARED_TEMPLATES_ENV, "").strip().lower() not in (
-        "off",
-        "0",
-        "no",
-        "false",
-    )
+    from ..config._modes import SERVER_OFF  # the words every "off" setting takes
+
+    return os.environ.get(SHARED_TEMPLATES_ENV, "").strip().lower() not in SERVER_OFF
 
 
 def shared_folder() -> Path | None:
@@ -71,14 +66,6 @@ def shared_folder() -> Path | None:
         return private_folder()
     except ServerError:
         return None
-
-
-def peer(sock: socket.socket) -> tuple[int, int]:
-    """The (pid, uid) of the process at the other end of a Unix socket (``OSError``
-    where the system cannot tell)."""
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", raw)
-    return pid, uid
 
 
 def _installed(folder: str) -> str:
@@ -141,6 +128,7 @@ def stop_shared(folder: Path) -> int:
     told = 0
     for path in sorted(folder.glob("tpl-*.sock")):
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+            sock.settimeout(5.0)  # a template that never answers holds nobody up
             try:
                 sock.connect(str(path))
                 sock.recv(1 << 16)  # its greeting
@@ -148,7 +136,6 @@ def stop_shared(folder: Path) -> int:
             except OSError:
                 continue
             with contextlib.suppress(OSError):
-                sock.settimeout(5.0)
                 sock.recv(1)  # it ended: its end of the socket closed
             told += 1
     return told

@@ -36,7 +36,7 @@ from ._model import (
     wait_status,
 )
 from ._settings import PoolSettings, TaskResult
-from ._sharing import OWN_VARIABLES, peer, share_path
+from ._sharing import OWN_VARIABLES, share_path
 
 __all__ = ("Starts",)
 
@@ -151,10 +151,10 @@ class Starts:
         control = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             control.connect(str(path))
-            uid = peer(control)[1]
+            said = _os.peer(control)
         except OSError:  # none listens (or one that was killed left its socket)
-            uid = -1
-        if uid != os.getuid():  # (the folder is private; still, never another user's)
+            said = None
+        if said is None or said[1] != os.getuid():  # (the folder is private; still)
             control.close()
             return False
         self.template = Template(control, None, deadline, shared=True)
@@ -262,9 +262,8 @@ class Starts:
             # asynccomp's own variables as this process has them now (a shared template
             # is not keyed on them); every other one is the template's, which its key
             # says is this process's, with what its initializers set.
-            environ = {
-                k: v for k, v in self._environ().items() if k.startswith(OWN_VARIABLES)
-            } | environ
+            own = {k: v for k, v in os.environ.items() if k.startswith(OWN_VARIABLES)}
+            environ = own | environ
         for fd in theirs:
             os.close(fd)
         os.set_blocking(results_read, False)

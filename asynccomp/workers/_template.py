@@ -44,8 +44,8 @@ import time
 import traceback
 from pathlib import Path
 
+from .. import _os
 from . import _child
-from ._sharing import peer
 
 __all__ = ("main",)
 
@@ -140,12 +140,13 @@ class _Forks:
         assert self.listener is not None
         try:
             pool, _ = self.listener.accept()
-            pid, uid = peer(pool)
         except OSError:
             return
-        if uid != os.getuid():  # the folder is private; this is its second lock
+        said = _os.peer(pool)
+        if said is None or said[1] != os.getuid():  # the folder is private: a second lock
             pool.close()
             return
+        pid = said[0]
         pool.setblocking(True)
         try:
             _send(pool, "ready", os.getpid(), True)
