@@ -22,9 +22,8 @@ import pytest
 from asynccomp.workers import SHARED_TEMPLATES_ENV, PoolSettings, shared_folder, stop_shared
 from asynccomp.workers._sharing import share_path
 
+from .processes import REPO, run_cli
 from .warm_tasks import gone, wait_gone
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # One pool in one process: its initializer's tag and process, its worker's, whether it
 # joined a shared template; its worker writes to standard error.
@@ -69,7 +68,7 @@ def run_pool(
         [sys.executable, "-c", POOL, str(folder), tag, str(idle)],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=REPO,
         env=env,
         timeout=300,
         check=False,
@@ -151,14 +150,7 @@ def test_the_tuners_share_in_the_compile_servers_private_folder(
 
 def test_serve_stop_ends_the_templates_shared_in_the_servers_folder(folder: Path) -> None:
     first = run_pool(folder, "a")
-    proc = subprocess.run(
-        [sys.executable, "-m", "asynccomp", "serve", "--stop"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "ASYNCCOMP_SERVER_DIR": str(folder)},
-        timeout=300,
-        check=False,
-    )
+    proc = run_cli("serve", "--stop", env={**os.environ, "ASYNCCOMP_SERVER_DIR": str(folder)})
     assert proc.returncode == 0, proc.stderr  # no server there, but a template was told
     assert "1 warm template of the tuners told to stop" in proc.stdout
     assert "no compile server is running" in proc.stderr
