@@ -23,6 +23,7 @@ from asynccomp.workers import SHARED_TEMPLATES_ENV, PoolSettings, shared_folder,
 from asynccomp.workers._sharing import share_path
 
 from .processes import REPO, run_cli
+from .servers import server_folder
 from .warm_tasks import gone, wait_gone
 
 # One pool in one process: its initializer's tag and process, its worker's, whether it
@@ -49,15 +50,15 @@ finally:
 
 
 @pytest.fixture
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A private folder (short: a socket's path has at most 107 bytes); every template
-    still shared there is stopped after the test."""
-    path = tmp_path_factory.mktemp("tpl")
-    path.chmod(0o700)
-    try:
-        yield path
-    finally:
-        stop_shared(path)
+def folder() -> Iterator[Path]:
+    """A private folder short enough for a socket's path whatever ``$TMPDIR`` is (the
+    compile-server tests' own); every template still shared there is stopped after the
+    test."""
+    with server_folder() as path:
+        try:
+            yield path
+        finally:
+            stop_shared(path)
 
 
 def run_pool(
