@@ -11,6 +11,9 @@
 #                     a/ the first halves of TileLang's and z3's wheels (over the carry
 #                     together), b/ their second halves and the small wheels
 #                     (run_tilelang.sh joins them)
+#   .device/tilelang-site.tar.xz
+#                     the same wheels unpacked as installed (xz -9: 45 MB, one command's
+#                     carry), so run_tilelang.sh needs one command, not two
 # Idempotent: what is there already is kept.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,4 +49,20 @@ if [ ! -f .device/tilelang/b/complete ]; then
   touch .device/tilelang/b/complete
   rm -r "$tmp"
 fi
-ls -la .device/wheels .device/ray .device/tilelang/a .device/tilelang/b
+if [ ! -f .device/tilelang-site.tar.xz ]; then
+  tmp="$(mktemp -d)"
+  for half in .device/tilelang/b/*.part01; do
+    name="$(basename "$half" .part01)"
+    cat ".device/tilelang/a/$name.part00" "$half" > "$tmp/$name"
+  done
+  mkdir "$tmp/site" "$tmp/site/bin"
+  for wheel in "$tmp"/*.whl .device/tilelang/b/*.whl; do unzip -q -o "$wheel" -d "$tmp/site"; done
+  # What pip would put in bin/ (z3's executable), and no .data folders left.
+  for data in "$tmp"/site/*.data; do
+    if [ -d "$data/data/bin" ]; then mv "$data"/data/bin/* "$tmp/site/bin/"; fi
+    rm -r "$data"
+  done
+  tar -C "$tmp/site" -cf - . | xz -9 -T2 > .device/tilelang-site.tar.xz
+  rm -r "$tmp"
+fi
+ls -la .device/tilelang-site.tar.xz .device/wheels .device/ray .device/tilelang/a .device/tilelang/b

@@ -11,6 +11,8 @@
 # two commands started within 30 s of each other (/tmp survives that long):
 #   1. carry .device/tilelang/a:   bash benchmarks/device/run_tilelang.sh fetch
 #   2. carry .device/tilelang/b:   bash benchmarks/device/run_tilelang.sh run [sweep args]
+# or by one command that carries .device/tilelang-site.tar.xz (the same, unpacked as
+# installed and xz'd: 45 MB; prepare.sh makes it):   bash benchmarks/device/run_tilelang.sh run
 # Everything goes in with --no-deps into /tmp/site-tl, so the machine's torch stays.
 set -uo pipefail
 if [ "${1:-}" = fetch ]; then
@@ -19,6 +21,9 @@ if [ "${1:-}" = fetch ]; then
 fi
 shift || true
 SITE=/tmp/site-tl
+if [ ! -d "$SITE/tilelang" ] && [ -f .device/tilelang-site.tar.xz ]; then
+  mkdir -p "$SITE" && xz -dc .device/tilelang-site.tar.xz | tar -C "$SITE" -xf - || exit 1
+fi
 if [ ! -d "$SITE/tilelang" ]; then
   mkdir -p "$SITE" /tmp/tl-wheels
   for half in .device/tilelang/b/*.part01; do
