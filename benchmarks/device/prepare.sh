@@ -7,6 +7,10 @@
 #                     jsonschema and what it needs (Ray 2.60 imports it; the image lacks it)
 #   .device/ray/      Ray's wheel in two halves, part00 and part01 (79 MB: over one
 #                     command's 64 MiB carry; see run_tests.sh and run_ray.sh)
+#   .device/ray-site.tar.xz
+#                     Ray unpacked as installed, without what asynccomp and its tests do
+#                     not use (Java's jars, RLlib, Tune, Train, Serve, Data, LLM), xz'd:
+#                     25 MB, so run_tests.sh takes Ray in the same command as the suite
 #   .device/tilelang/ TileLang 0.1.15 and the cp312 wheels it needs that the image lacks:
 #                     a/ the first halves of TileLang's and z3's wheels (over the carry
 #                     together), b/ their second halves and the small wheels
@@ -49,6 +53,14 @@ if [ ! -f .device/tilelang/b/complete ]; then
   touch .device/tilelang/b/complete
   rm -r "$tmp"
 fi
+if [ ! -f .device/ray-site.tar.xz ]; then
+  tmp="$(mktemp -d)"
+  cat .device/ray/part00 .device/ray/part01 > "$tmp/ray.whl"
+  unzip -q "$tmp/ray.whl" -d "$tmp/site"
+  for unused in jars rllib llm tune train serve data; do rm -rf "$tmp/site/ray/$unused"; done
+  tar -C "$tmp/site" -cf - . | xz -9 -T2 > .device/ray-site.tar.xz
+  rm -r "$tmp"
+fi
 if [ ! -f .device/tilelang-site.tar.xz ]; then
   tmp="$(mktemp -d)"
   for half in .device/tilelang/b/*.part01; do
@@ -65,4 +77,4 @@ if [ ! -f .device/tilelang-site.tar.xz ]; then
   tar -C "$tmp/site" -cf - . | xz -9 -T2 > .device/tilelang-site.tar.xz
   rm -r "$tmp"
 fi
-ls -la .device/tilelang-site.tar.xz .device/wheels .device/ray .device/tilelang/a .device/tilelang/b
+ls -la .device/ray-site.tar.xz .device/tilelang-site.tar.xz .device/wheels .device/ray .device/tilelang/a .device/tilelang/b

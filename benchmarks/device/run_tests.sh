@@ -6,7 +6,9 @@
 # survives that long):
 #   1. carry .device/ray/part00:                   bash benchmarks/device/run_tests.sh fetch
 #   2. carry .device/ray/part01 .device/wheels:     bash benchmarks/device/run_tests.sh
-# Without the Ray halves the Ray tests skip, as they do without Redis (not on that image).
+# Or in one command: carry .device/ray-site.tar.xz (Ray unpacked, what the tests do not
+# use left out: 25 MB; prepare.sh makes it) with .device/wheels.
+# Without Ray the Ray tests skip, as they do without Redis (not on that image).
 # The last line of $OUT/pytest.txt is the summary line. Arguments go to pytest: the suite
 # outgrew one command's 570 s there, so run it in two parts, each within 30 s of the last:
 #   bash benchmarks/device/run_tests.sh tests/test_[a-m]*.py
@@ -17,6 +19,9 @@ if [ "${1:-}" = fetch ]; then
   exit
 fi
 . benchmarks/device/setup.sh
+if [ -f .device/ray-site.tar.xz ] && [ ! -d "$SITE/ray" ]; then
+  xz -dc .device/ray-site.tar.xz | tar -C "$SITE" -xf - || exit 1
+fi
 if [ -f .device/ray/part01 ] && [ -f /tmp/ray-part00 ] && [ ! -d "$SITE/ray" ]; then
   cat /tmp/ray-part00 .device/ray/part01 > /tmp/ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl
   python3 -m pip install -q --no-index --no-deps --target "$SITE" \
