@@ -58,6 +58,11 @@ if [ ! -f .device/ray-site.tar.xz ]; then
   cat .device/ray/part00 .device/ray/part01 > "$tmp/ray.whl"
   unzip -q "$tmp/ray.whl" -d "$tmp/site"
   for unused in jars rllib llm tune train serve data; do rm -rf "$tmp/site/ray/$unused"; done
+  # The `ray` command pip would write (tests start heads with `ray start --head`).
+  mkdir "$tmp/site/bin"
+  printf '#!/usr/bin/env python3\nimport sys\nfrom ray.scripts.scripts import main\nsys.exit(main())\n' \
+    > "$tmp/site/bin/ray"
+  chmod +x "$tmp/site/bin/ray"
   tar -C "$tmp/site" -cf - . | xz -9 -T2 > .device/ray-site.tar.xz
   rm -r "$tmp"
 fi
