@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The FIRST command on a fresh GPU machine when device time is short: the most important
+# measurements of issues 35, 36 and 38 in one command (carry .device/wheels .device/corpus
+# .device/ray-site.tar.xz; prepare.sh makes them):
+#   1. benchmarks/device/first_touch.py: does a fresh machine give its processes memory
+#      slowly the first time (its first batch took 11-21 s against 0.57 s warm)?
+#   2. benchmarks/compile/first_batch.py: the 59 corpus kernels' first batch of two fresh
+#      processes (the first one the machine's) against their warm batches;
+#   3. run_triton.sh: a 64-config @triton.autotune's first call, Triton's own against
+#      asynccomp's screened modes;
+#   4. run_tests.sh: the whole suite (Ray included), with the time that is left of the
+#      command's 600 s (the log names each test's outcome as it ends, if it is cut).
+# Everything goes to $OUT.
+set -uo pipefail
+. benchmarks/device/setup.sh
+nvidia-smi -L | tee "$OUT/gpu.txt"
+{ uptime; free -g; } | tee -a "$OUT/gpu.txt"
+timeout 60 python3 benchmarks/device/first_touch.py | tee "$OUT/first_touch.txt"
+timeout 150 python3 -m benchmarks.compile.first_batch --corpus .device/corpus --workers 16 \
+  --trials 2 --json "$OUT/first_batch16.json" 2>&1 | tail -20 | tee "$OUT/first_batch16.txt"
+SKIP_TESTS=1 SKIP_CPU=1 REPEAT=1 timeout 240 bash benchmarks/device/run_triton.sh \
+  --modes triton,asynccomp-screen,asynccomp-screen-warm,asynccomp-screen-early 2>&1 | tail -40
+left=$((${BUDGET_S:-575} - SECONDS))
+echo "== the suite, $left s left"
+if [ "$left" -gt 60 ]; then
+  SUITE_TIMEOUT="$left" bash benchmarks/device/run_tests.sh -n 8 --timeout 200 2>&1 | tail -30
+fi
