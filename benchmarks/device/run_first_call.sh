@@ -12,9 +12,10 @@
 #      command's 600 s (the log names each test's outcome as it ends, if it is cut).
 # Everything goes to $OUT.
 set -uo pipefail
+export OUT
 . benchmarks/device/setup.sh
-nvidia-smi -L | tee "$OUT/gpu.txt"
-{ uptime; free -g; } | tee -a "$OUT/gpu.txt"
+nvidia-smi -L | tee "$OUT/machine.txt"
+{ uptime; free -g; } | tee -a "$OUT/machine.txt"
 timeout 60 python3 benchmarks/device/first_touch.py | tee "$OUT/first_touch.txt"
 timeout 150 python3 -m benchmarks.compile.first_batch --corpus .device/corpus --workers 16 \
   --trials 2 --json "$OUT/first_batch16.json" 2>&1 | tail -20 | tee "$OUT/first_batch16.txt"
