@@ -21,7 +21,12 @@ def test_a_stray_module_in_the_working_folder_is_not_imported(tmp_path: Path, na
     marker = tmp_path / "MARKER"
     (work / f"{name}.py").write_text(_STRAY.format(marker=str(marker), name=name))
     (work / "k.cu").write_text('extern "C" __global__ void k() {}\n')
+    # No cluster to be found: --ray auto looks in Ray's temporary folder too, where a Ray
+    # test running beside this one may have a cluster live (on the GPU machine, with Ray
+    # installed, its actors then ran in Ray workers, which put the driver's working folder
+    # on their sys.path: Ray's doing, not the command's, which is what this test checks).
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_TMPDIR"] = str(tmp_path / "ray-tmp")
     done = subprocess.run(
         [sys.executable, "-m", "asynccomp", "compile", "--ray", "auto", "--arch", "sm_90a", "k.cu"],
         cwd=work,

@@ -501,9 +501,13 @@ def test_a_template_that_imports_numpy_is_still_forked_from(start: float) -> Non
         pool.close()
 
 
-def test_a_template_with_threads_is_not_forked_from(start: float) -> None:
+def test_a_template_with_threads_is_not_forked_from(
+    start: float, caplog: pytest.LogCaptureFixture
+) -> None:
     """An initializer that leaves a thread running makes a fork unsafe: the workers are
-    spawned instead, each running the initializers itself."""
+    spawned instead, each running the initializers itself, and a warning says why, with
+    the template's threads (on a GPU machine, CUDA's driver's)."""
+    caplog.set_level(logging.WARNING, "asynccomp.workers")
     pool = pool_of(1, initializers=[warm_tasks.start_a_thread])
     try:
         [result] = within(4 * start, lambda: pool.map(warm_tasks.threads_alive, [()]), "map")
@@ -512,6 +516,34 @@ def test_a_template_with_threads_is_not_forked_from(start: float) -> None:
         assert psutil.Process(result.pid).ppid() == os.getpid()
     finally:
         pool.close()
+    [warning] = [r.getMessage() for r in caplog.records if "no fork is safe" in r.getMessage()]
+    assert "the test template has threads" in warning
+    threads = warning.split("initializers (")[1].split(")")[0].split(", ")
+    assert len(threads) == 2, warning  # the main thread and the initializer's
+
+
+@pytest.mark.parametrize("set_by_user", [None, "0"])
+def test_a_template_keeps_cuda_uninitialized_unless_told(
+    start: float, monkeypatch: pytest.MonkeyPatch, set_by_user: str | None
+) -> None:
+    """A template (and the workers forked from it) asks torch for CUDA through NVML, which
+    does not start CUDA's driver and its threads (TileLang's import asks
+    ``torch.cuda.is_available()``); a value the user set is kept."""
+    if set_by_user is None:
+        monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    else:
+        monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", set_by_user)
+    pool = pool_of(1)
+    try:
+        [result] = within(
+            4 * start,
+            lambda: pool.map(warm_tasks.environ_of, [("PYTORCH_NVML_BASED_CUDA_CHECK",)]),
+            "map",
+        )
+        assert pool.statistics().forked == 1
+    finally:
+        pool.close()
+    assert result.value == (set_by_user or "1")
 
 
 def test_workers_run_the_pools_asynccomp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
+import logging
 import math
 import os
 import pickle
@@ -40,10 +41,20 @@ from ._sharing import OWN_VARIABLES, share_path
 
 __all__ = ("Starts",)
 
+logger = logging.getLogger("asynccomp.workers")
+
 # A template must stay one thread to fork from (its initializers' imports included):
 # numpy's OpenBLAS starts a thread pool at import, as OpenMP runtimes may; the workers,
-# many to the cores, run them one thread each anyway. What the user set is kept.
-_ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# many to the cores, run them one thread each anyway. And it must not start CUDA's
+# driver, whose threads start with it: TileLang's import asks `torch.cuda.is_available()`
+# (tilelang/utils/device.py), which by default initializes CUDA on a GPU machine (on the
+# H100, every TileLang worker was spawned, not forked); torch's NVML check answers the
+# same without initializing CUDA (its documented way to stay fork-safe). What the user
+# set is kept.
+_TEMPLATE_DEFAULTS = {
+    **dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1"),
+    "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
+}
 
 
 #: Shared templates this process started and left to other processes: polled (reaped
@@ -108,9 +119,7 @@ class Starts:
 
     def _environ(self) -> dict[str, str]:
         """A template's environment."""
-        return {**dict.fromkeys(_ONE_THREAD, "1"), **_os.child_environ()} | dict(
-            self.settings.environ
-        )
+        return {**_TEMPLATE_DEFAULTS, **_os.child_environ()} | dict(self.settings.environ)
 
     def _start_template(self) -> None:
         environ = self._environ()
@@ -200,6 +209,13 @@ class Starts:
             self.last_use = time.monotonic()
             self.failed_starts = 0
             if not message[2]:  # threads after the initializers: no fork is safe
+                logger.warning(
+                    "asynccomp: the %s template has threads after its initializers (%s): "
+                    "no fork is safe, so each worker is a fresh interpreter that pays the "
+                    "imports again",
+                    self.settings.name,
+                    ", ".join(message[3]) if len(message) > 3 else "?",
+                )
                 self.fork = False
                 self._end_template()
         elif message[0] == "init_error":

@@ -13,7 +13,8 @@ Messages are pickled tuples on a ``SOCK_SEQPACKET`` socket (one message each):
   with); then ``("fork", request)`` with the worker's two pipe ends attached
   (``SCM_RIGHTS``), and the pool's standard output and error where it has them (the
   worker writes there, not to the template's); ``("stop",)`` ends a template.
-- template -> pool: ``("ready", pid, forkable)`` or ``("init_error", traceback)``;
+- template -> pool: ``("ready", pid, forkable, threads)`` (``threads``: the names of
+  its threads where it is not forkable) or ``("init_error", traceback)``;
   ``("forked", request, pid)`` (``pid`` < 0: ``-errno``, no fork); ``("exit", pid,
   status)`` as it reaps a worker that pool asked for (so the pool can say how it ended).
 
@@ -56,12 +57,19 @@ def _send(control: socket.socket, *message: object) -> None:
     control.send(pickle.dumps(message))
 
 
-def _single_threaded() -> bool:
+def _threads() -> list[str]:
+    """This process's threads, by name (the kernel's, which native threads have too)."""
     try:
-        tasks = sum(1 for _ in Path("/proc/self/task").iterdir())
+        tasks = sorted(Path("/proc/self/task").iterdir(), key=lambda t: int(t.name))
     except OSError:
-        tasks = 1
-    return threading.active_count() == 1 and tasks == 1
+        return [t.name for t in threading.enumerate()]
+    names = []
+    for task in tasks:
+        try:
+            names.append((task / "comm").read_text().strip())
+        except OSError:  # it ended meanwhile
+            pass
+    return names
 
 
 class _Forks:
@@ -237,8 +245,9 @@ def main(control_fd: int, owner: int, name: str, share: str = "", idle: float = 
     except BaseException:
         _send(control, "init_error", traceback.format_exc())
         return 1
-    forkable = _single_threaded()
-    _send(control, "ready", os.getpid(), forkable)
+    threads = _threads()
+    forkable = threading.active_count() == 1 and len(threads) == 1
+    _send(control, "ready", os.getpid(), forkable, [] if forkable else threads)
     if not forkable:
         return 0
     forks = _Forks(control, owner, name)
