@@ -22,7 +22,7 @@ Each worker dies with the pool's process that asked for it (its owner), not with
 template. Unshared, the template ends when its pool's end of the socket closes (the
 pool's process ended too: the kernel closes it). Shared (``SHARE``: a socket path in a
 private folder), it also listens there, and any process of the same user connects and
-is greeted ``("ready", pid, True)``: a later tuning process forks its workers at once,
+is greeted ``("ready", pid, True, [])``: a later tuning process forks its workers at once,
 from imports paid once per machine. Only one template listens per path (it holds
 ``SHARE.lock`` while it lives); it ends ``IDLE`` seconds after its last pool left, or
 on ``("stop",)``. Once shared, it writes its own output to ``SHARE.log`` (and reads
@@ -157,7 +157,7 @@ class _Forks:
         pid = said[0]
         pool.setblocking(True)
         try:
-            _send(pool, "ready", os.getpid(), True)
+            _send(pool, "ready", os.getpid(), True, [])
         except OSError:
             pool.close()
             return

@@ -59,8 +59,11 @@ def main() -> None:
         start = time.perf_counter()
         with context.Pool(args.processes) as pool:
             seconds = pool.map(touch, [args.mib] * args.processes)
-            wall = time.perf_counter() - start
-            written = pool.map(write, [args.disk_mib] * args.processes) if args.disk_mib else []
+        wall = time.perf_counter() - start
+        written = []
+        if args.disk_mib:  # fresh processes again, as the compiles' would be
+            with context.Pool(args.processes) as pool:
+                written = pool.map(write, [args.disk_mib] * args.processes)
         total = args.processes * args.mib / 1024
         report = {
             "pass": index + 1,

@@ -5,7 +5,7 @@
 #   1. benchmarks/device/first_touch.py: does a fresh machine give its processes memory,
 #      or disk blocks, slowly the first time (its first batch took 11-21 s against 0.57 s
 #      warm)? (Memory was not it on 2026-12-07: 16 GiB in 0.98 s.)
-#   2. benchmarks/compile/first_batch.py: the 59 corpus kernels' first batch of two fresh
+#   2. benchmarks/compile/first_batch.py: the 60 corpus kernels' first batch of two fresh
 #      processes (the first one the machine's) against their warm batches;
 #   3. run_triton.sh: a 64-config @triton.autotune's first call, Triton's own against
 #      asynccomp's screened modes;
