@@ -9,6 +9,12 @@ source made new (a comment added: no cache hit, no NVRTC cache hit either): ``wa
 faster of the two. Nothing is warm but the operating system's file cache, so the first
 trial on a fresh machine is the fresh-machine figure.
 
+Beside each batch's wall time it records where the machine's time went while it ran
+(``/proc/stat``'s user, system, iowait and steal seconds summed over the CPUs, and
+``/proc/vmstat``'s page faults) and the jobs' own compile times (median, longest, sum): a
+fresh machine's slow first batch shows there whether it waits (iowait), pays its host
+(steal), faults pages in (system, major faults) or just computes slower (user).
+
     python -m benchmarks.compile.first_batch                          # built-in examples
     python -m benchmarks.compile.first_batch --corpus corpus --workers 16 --trials 3
 """
@@ -27,8 +33,39 @@ from pathlib import Path
 from benchmarks._corpus import add_corpus_argument, largest_files
 from benchmarks._trials import fresh_trial
 
+_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
-def _trial(files: list[str], arch: str, workers: int) -> dict[str, float]:
+
+def _counters() -> dict[str, float]:
+    """The machine's CPU seconds by kind and its page-fault counts (Linux; empty elsewhere)."""
+    found: dict[str, float] = {}
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        ticks = os.sysconf("SC_CLK_TCK")
+        found.update({k: int(v) / ticks for k, v in zip(_STAT_FIELDS, first, strict=False)})
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name in ("pgfault", "pgmajfault", "pgpgin", "pgpgout"):
+                found[name] = int(value)
+    except OSError:
+        pass
+    return found
+
+
+def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: round(after[k] - before[k], 3) for k in before if k in after}
+
+
+def _job_times(results: Sequence[object]) -> dict[str, float]:
+    elapsed = sorted(float(getattr(r, "elapsed", 0.0)) for r in results)
+    return {
+        "median": round(statistics.median(elapsed), 3),
+        "max": round(elapsed[-1], 3),
+        "sum": round(sum(elapsed), 3),
+    }
+
+
+def _trial(files: list[str], arch: str, workers: int) -> dict[str, object]:
     import anyio
 
     from asynccomp import Engine
@@ -36,7 +73,8 @@ def _trial(files: list[str], arch: str, workers: int) -> dict[str, float]:
 
     texts = {f: Path(f).read_text() for f in files}  # read before: the set-up renders
 
-    async def run() -> dict[str, float]:
+    async def run() -> dict[str, object]:
+        at_start = _counters()
         began = time.perf_counter()
         async with Engine(arch=arch, nvrtc_workers=workers, cache=False) as engine:
             started = time.perf_counter()
@@ -44,19 +82,30 @@ def _trial(files: list[str], arch: str, workers: int) -> dict[str, float]:
             rendered = time.perf_counter()
             results = await engine.compile_many(jobs)
             cold = time.perf_counter() - began
+            cold_counters = _delta(at_start, _counters())
             assert all(r.ok for r in results), [str(r.error) for r in results if not r.ok]
             warm = []
+            warm_counters: dict[str, float] = {}
+            warm_jobs: dict[str, float] = {}
             for n in (1, 2):
                 fresh = [make_job(texts[f] + f"\n// pass {n}\n", arch=arch) for f in files]
+                before = _counters()
                 at = time.perf_counter()
                 again = await engine.compile_many(fresh)
                 warm.append(time.perf_counter() - at)
+                if warm[-1] == min(warm):
+                    warm_counters = _delta(before, _counters())
+                    warm_jobs = _job_times(again)
                 assert all(r.ok for r in again)
         return {
             "engine_start": started - began,
             "setup": rendered - started,
             "cold": cold,
             "warm": min(warm),
+            "cold_machine": cold_counters,
+            "warm_machine": warm_counters,
+            "cold_jobs": _job_times(results),
+            "warm_jobs": warm_jobs,
         }
 
     return anyio.run(run)
@@ -90,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"s, warm batch {trial['warm']:.3f} s: {trial['cold'] / trial['warm']:.2f}x",
             flush=True,
         )
+        for phase in ("cold", "warm"):
+            print(f"  {phase}: machine {trial[phase + '_machine']}; jobs {trial[phase + '_jobs']}")
     summary = {
         key: statistics.median(t[key] for t in trials)
         for key in ("engine_start", "setup", "cold", "warm")
