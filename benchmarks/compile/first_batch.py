@@ -65,6 +65,15 @@ def _job_times(results: Sequence[object]) -> dict[str, float]:
     }
 
 
+def _each_job(results: Sequence[object]) -> list[tuple[float, float]]:
+    """Each job's (queued, compiling) seconds, in the batch's order: late workers show as
+    long queues, slow compiles as long ``elapsed``."""
+    return [
+        (round(float(getattr(r, "queued", 0.0)), 3), round(float(getattr(r, "elapsed", 0.0)), 3))
+        for r in results
+    ]
+
+
 def _trial(files: list[str], arch: str, workers: int) -> dict[str, object]:
     import anyio
 
@@ -105,6 +114,7 @@ def _trial(files: list[str], arch: str, workers: int) -> dict[str, object]:
             "cold_machine": cold_counters,
             "warm_machine": warm_counters,
             "cold_jobs": _job_times(results),
+            "cold_each": _each_job(results),
             "warm_jobs": warm_jobs,
         }
 
@@ -139,6 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"s, warm batch {trial['warm']:.3f} s: {trial['cold'] / trial['warm']:.2f}x",
             flush=True,
         )
+        queued = max(q for q, _ in trial["cold_each"])
+        print(f"  cold: the longest queue {queued:.3f} s")
         for phase in ("cold", "warm"):
             print(f"  {phase}: machine {trial[phase + '_machine']}; jobs {trial[phase + '_jobs']}")
     summary = {

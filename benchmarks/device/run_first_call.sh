@@ -18,6 +18,11 @@ export OUT
 nvidia-smi -L | tee "$OUT/machine.txt"
 { uptime; free -g; } | tee -a "$OUT/machine.txt"
 timeout 120 python3 benchmarks/device/first_touch.py --disk-mib 128 | tee "$OUT/first_touch.txt"
+# What else runs on the machine while its first batch does (a booting image's services?):
+# the busiest processes each second for 25 s.
+( for _ in $(seq 25); do date +%T; head -c 40 /proc/loadavg; echo
+    ps -eo pcpu,rss,etimes,comm --sort=-pcpu 2>/dev/null | head -8; sleep 1; done \
+  > "$OUT/during_first_batch.txt" 2>&1 & )
 timeout 150 python3 -m benchmarks.compile.first_batch --corpus .device/corpus --workers 16 \
   --trials "${FIRST_TRIALS:-2}" --json "$OUT/first_batch16.json" 2>&1 | tail -20 | tee "$OUT/first_batch16.txt"
 if [ "${TRITON:-1}" = 1 ]; then
