@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The FIRST command on a fresh GPU machine when device time is short: the most important
 # measurements of issues 35, 36 and 38 in one command (carry .device/wheels .device/corpus
-# .device/ray-site.tar.xz; prepare.sh makes them):
+# .device/ray-site.tar.xz; prepare.sh makes them. With .device/corpus.tar.xz instead of
+# the corpus, .device/tvmlib/part1 fits beside them, and a MetaSchedule command carrying
+# .device/wheels .device/tvm.tar.xz .device/tvmlib/part2 can follow within 30 s):
 #   1. benchmarks/device/first_touch.py: does a fresh machine give its processes memory,
 #      or disk blocks, slowly the first time (its first batch took 11-21 s against 0.57 s
 #      warm)? (Memory was not it on 2026-12-07: 16 GiB in 0.98 s.)
