@@ -34,5 +34,5 @@ fi
 left=$((${BUDGET_S:-575} - SECONDS))
 echo "== the suite, $left s left"
 if [ "$left" -gt 60 ]; then
-  SUITE_TIMEOUT="$left" bash benchmarks/device/run_tests.sh -n 8 --timeout 200 2>&1 | tail -30
+  SUITE_TIMEOUT="$left" bash benchmarks/device/run_tests.sh -n "${SUITE_WORKERS:-8}" --timeout 200 2>&1 | tail -30
 fi
