@@ -19,7 +19,9 @@ export OUT
 . benchmarks/device/setup.sh
 nvidia-smi -L | tee "$OUT/machine.txt"
 { uptime; free -g; } | tee -a "$OUT/machine.txt"
-timeout 120 python3 benchmarks/device/first_touch.py --disk-mib 128 | tee "$OUT/first_touch.txt"
+if [ "${TOUCH:-1}" = 1 ]; then  # TOUCH=0 leaves it out, when device time is short
+  timeout 120 python3 benchmarks/device/first_touch.py --disk-mib 128 | tee "$OUT/first_touch.txt"
+fi
 # What else runs on the machine while its first batch does (a booting image's services?):
 # the busiest processes each second for 25 s.
 ( for _ in $(seq 25); do date +%T; head -c 40 /proc/loadavg; echo
