@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Device command (carry .device/tvmlib/part2, within 30 s of a command that carried part1;
-# see run_tune.sh and setup.sh): full TVM, then
+# Device command (carry .device/wheels .device/tvm.tar.xz .device/tvmlib/part2, within 30 s
+# of a command that carried part1, e.g. run_first_call.sh; see setup.sh): full TVM, then
 # 1. benchmarks/tuners/ms_builders.py: 60 fresh ReplayTrace candidates of a 1024^3 matmul, 3
 #    batches on 16 workers, LocalBuilder (asynccomp's callback) against
 #    asynccomp.tvm.Builder; goal: later batches of the warm builder within 1.5 s, the same
