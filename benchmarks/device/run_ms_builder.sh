@@ -9,7 +9,7 @@
 #    asynccomp's, and asynccomp.tvm.Builder; goal for the warm one: 0 candidates lost,
 #    builder stage <= 20 s. Within the 10-minute limit: 200 s + 2 x 170 s (CALLBACKS="warm tvm";
 #    run again with CALLBACKS=asynccomp for LocalBuilder with asynccomp's callback).
-# Last run on 2026-12-06 (RESULTS.md, "MetaSchedule's builder (issues 35, 36)"), before the worker kernel.
+# Last run on 2026-12-06 (RESULTS.md, "MetaSchedule's builder (issues 35, 36)").
 . benchmarks/device/setup.sh
 cat "$SITE"/tvm/lib/*.so > /dev/null
 python3 -m asynccomp compile --examples --arch sm_90a --no-server --no-cache > /dev/null 2>&1
