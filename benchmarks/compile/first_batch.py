@@ -29,9 +29,13 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks._corpus import add_corpus_argument, largest_files
 from benchmarks._trials import fresh_trial
+
+if TYPE_CHECKING:
+    from asynccomp import CompileResult
 
 _STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
@@ -56,22 +60,20 @@ def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float
     return {k: round(after[k] - before[k], 3) for k in before if k in after}
 
 
-def _job_times(results: Sequence[object]) -> dict[str, float]:
-    elapsed = sorted(float(getattr(r, "elapsed", 0.0)) for r in results)
+def _each_job(results: Sequence[CompileResult]) -> list[tuple[float, float]]:
+    """Each job's (queued, compiling) seconds, in the batch's order: late workers show as
+    long queues, slow compiles as long compiles."""
+    return [(round(r.queued, 3), round(r.elapsed, 3)) for r in results]
+
+
+def _job_times(each: Sequence[tuple[float, float]]) -> dict[str, float]:
+    """The jobs' compile seconds: median, longest, sum."""
+    elapsed = sorted(compiling for _, compiling in each)
     return {
         "median": round(statistics.median(elapsed), 3),
-        "max": round(elapsed[-1], 3),
+        "max": elapsed[-1],
         "sum": round(sum(elapsed), 3),
     }
-
-
-def _each_job(results: Sequence[object]) -> list[tuple[float, float]]:
-    """Each job's (queued, compiling) seconds, in the batch's order: late workers show as
-    long queues, slow compiles as long ``elapsed``."""
-    return [
-        (round(float(getattr(r, "queued", 0.0)), 3), round(float(getattr(r, "elapsed", 0.0)), 3))
-        for r in results
-    ]
 
 
 def _trial(files: list[str], arch: str, workers: int) -> dict[str, object]:
@@ -93,6 +95,7 @@ def _trial(files: list[str], arch: str, workers: int) -> dict[str, object]:
             cold = time.perf_counter() - began
             cold_counters = _delta(at_start, _counters())
             assert all(r.ok for r in results), [str(r.error) for r in results if not r.ok]
+            cold_each = _each_job(results)
             warm = []
             warm_counters: dict[str, float] = {}
             warm_jobs: dict[str, float] = {}
@@ -104,7 +107,7 @@ def _trial(files: list[str], arch: str, workers: int) -> dict[str, object]:
                 warm.append(time.perf_counter() - at)
                 if warm[-1] == min(warm):
                     warm_counters = _delta(before, _counters())
-                    warm_jobs = _job_times(again)
+                    warm_jobs = _job_times(_each_job(again))
                 assert all(r.ok for r in again)
         return {
             "engine_start": started - began,
@@ -113,8 +116,8 @@ def _trial(files: list[str], arch: str, workers: int) -> dict[str, object]:
             "warm": min(warm),
             "cold_machine": cold_counters,
             "warm_machine": warm_counters,
-            "cold_jobs": _job_times(results),
-            "cold_each": _each_job(results),
+            "cold_jobs": _job_times(cold_each),
+            "cold_each": cold_each,
             "warm_jobs": warm_jobs,
         }
 
