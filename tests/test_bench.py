@@ -3,6 +3,7 @@ through a subprocess with the real compilers on a tiny corpus."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -245,6 +246,36 @@ def test_run_bench_passes_progress_and_rounds(
     assert all(not p.failures and len(p.elapsed) == 2 for r in run.runs for p in r.passes)
 
 
+@pytest.mark.parametrize("cache", [False, True], ids=["cache off", "cache on"])
+def test_run_bench_turns_nvrtcs_own_cache_off_for_every_process_it_starts(
+    cache: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # NVRTC's cache in ~/.nv ignores the comment each pass adds (measured on an H100), so
+    # the run sets CUDA_CACHE_DISABLE=1 where every NVRTC of the run reads it: this
+    # process's environment, and so the worker processes the engines start.
+    import psutil
+
+    monkeypatch.setenv("CUDA_CACHE_DISABLE", "0")  # the user's own, put back afterwards
+    kernels = bench.load_corpus(_tiny_corpus(tmp_path / "corpus", count=1))
+    configs = bench.expand_configs(["processes"], [1], [True])
+    settings = BenchSettings(
+        configs, arch=ARCH, style="plain", repeat=1, warmup=0, nvrtc_cache=cache
+    )
+    seen: dict[str, set[str | None]] = {"here": set(), "workers": set()}
+
+    def progress(event: bench.Progress) -> None:
+        seen["here"].add(os.environ.get("CUDA_CACHE_DISABLE"))
+        for process in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                seen["workers"].add(process.environ().get("CUDA_CACHE_DISABLE"))
+
+    run = anyio.run(bench.run_bench, kernels, settings, progress)
+    assert not run.runs[0].passes[0].failures
+    expected = "0" if cache else "1"
+    assert seen == {"here": {expected}, "workers": {expected}}
+    assert os.environ["CUDA_CACHE_DISABLE"] == "0"
+
+
 def _record_sources(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The source of every job the engines are given from now on (they still compile)."""
     from asynccomp import Engine
@@ -310,6 +341,8 @@ def test_bench_table_json_and_plot(tmp_path: Path) -> None:
     document = json.loads(report.read_text())
     assert document["command"][:2] == ["asynccomp", "bench"]
     assert document["settings"]["kernels"] == 3 and document["settings"]["style"] == "tvm"
+    assert document["settings"]["nvrtc_cache"] is False  # every pass compiles
+    assert "NVRTC's own cache off" in proc.stdout
     assert document["machine"]["cpus"] >= 1 and document["toolkit"]["nvrtc"]
     assert document["kernels"] == ["k0", "k1", "k2"]
     results = document["results"]
@@ -452,6 +485,7 @@ CORPUS_SCRIPTS = (
     "compile.cold_batch",
     "compile.first_batch",
     "compile.fork_vs_spawn",
+    "compile.nvrtc_cache",
     "compile.nvrtc_scaling",
     "compile.ptx_backends",
     "compile.ray_executor",

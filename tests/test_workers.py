@@ -506,9 +506,11 @@ def test_a_template_with_threads_is_not_forked_from(
 ) -> None:
     """An initializer that leaves a thread running makes a fork unsafe: the workers are
     spawned instead, each running the initializers itself, and a warning says why, with
-    the template's threads (on a GPU machine, CUDA's driver's)."""
+    the template's threads (on a GPU machine, CUDA's driver's) and the first initializer
+    after which they were there (what to change)."""
     caplog.set_level(logging.WARNING, "asynccomp.workers")
-    pool = pool_of(1, initializers=[warm_tasks.start_a_thread])
+    first = functools.partial(warm_tasks.remember, "before")
+    pool = pool_of(1, initializers=[first, warm_tasks.start_a_thread, warm_tasks.pid])
     try:
         [result] = within(4 * start, lambda: pool.map(warm_tasks.threads_alive, [()]), "map")
         assert result.outcome == "done" and result.value >= 2  # it ran in the worker
@@ -518,8 +520,9 @@ def test_a_template_with_threads_is_not_forked_from(
         pool.close()
     [warning] = [r.getMessage() for r in caplog.records if "no fork is safe" in r.getMessage()]
     assert "the test template has threads" in warning
-    threads = warning.split("initializers (")[1].split(")")[0].split(", ")
+    threads = warning.split("initializers (")[1].split(";")[0].split(", ")
     assert len(threads) == 2, warning  # the main thread and the initializer's
+    assert "the first after tests.warm_tasks.start_a_thread)" in warning
 
 
 @pytest.mark.parametrize("set_by_user", [None, "0"])

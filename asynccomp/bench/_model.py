@@ -114,7 +114,9 @@ class BenchSettings:
     ``repeat`` timed ones; the order of configurations is reversed on every other timed
     round. ``style="tvm"`` compiles each kernel exactly as TVM 0.27 would (its source
     rewrite and options, :func:`asynccomp.tvm.make_job`); ``"plain"`` compiles the files
-    as they are with the engine's own options.
+    as they are with the engine's own options. ``nvrtc_cache=False`` (the default) turns
+    NVRTC's own cache off for the run (see :mod:`asynccomp.bench._nvrtc_cache`: on a GPU
+    machine it answers the passes' sources, which differ only by a comment).
     """
 
     configs: tuple[BenchConfig, ...]
@@ -122,6 +124,7 @@ class BenchSettings:
     style: Style = "tvm"
     repeat: int = 3
     warmup: int = 1
+    nvrtc_cache: bool = False
 
     def __post_init__(self) -> None:
         parse_arch(self.arch)

@@ -66,7 +66,8 @@ def format_table(run: BenchRun, stats: Sequence[ConfigStats]) -> str:
     head = (
         f"{len(run.kernels)} kernels, arch {settings.arch}, style {settings.style}; "
         f"{settings.warmup} warm-up + {run.rounds} timed pass(es) per configuration "
-        f"(medians); {default_workers()} CPUs; {versions or 'no compiler found'}"
+        f"(medians); {default_workers()} CPUs; {versions or 'no compiler found'}; "
+        f"NVRTC's own cache {'on' if settings.nvrtc_cache else 'off'}"
     )
     headers = (
         "config",
@@ -203,6 +204,7 @@ def report_json(
             "repeat": settings.repeat,
             "rounds_done": run.rounds,
             "warmup": settings.warmup,
+            "nvrtc_cache": settings.nvrtc_cache,
             "kernels": len(names),
             "corpus": sorted({str(k.path.parent) for k in run.kernels if k.path}),
         },

@@ -11,9 +11,10 @@ All engines stay open until the end, so each keeps its warm workers; idle worker
 memory but no CPU.
 
 Every pass compiles sources no cache has seen, as an autotuner's candidates are: each
-source gets a comment naming the run, its configuration and the pass. asynccomp's cache
-is off, but NVRTC 12.9 and later keep a cache of their own (in ``~/.nv``, shared by
-every process) that would answer a repeated source, in a later pass or a later run.
+source gets a comment naming the run, its configuration and the pass, and asynccomp's
+cache is off. NVRTC 12.9 and later keep a cache of their own (in ``~/.nv``, shared by
+every process, on machines with a CUDA driver) that ignores such a comment: the run turns
+it off unless ``BenchSettings(nvrtc_cache=True)`` (:mod:`._nvrtc_cache`).
 
 The baseline (``"tvm"``) is what TVM's ``tvm_callback_cuda_compile`` does: one kernel
 at a time, in this process, NVRTC, the original source (no fast path).
@@ -35,6 +36,7 @@ from ..job import Backend, CompileJob, OutputFormat
 from ..result import CompileResult
 from ._memory import MemorySampler, child_pids
 from ._model import BenchConfig, BenchError, BenchSettings, ConfigRun, Kernel, PassResult
+from ._nvrtc_cache import nvrtc_cache
 
 __all__ = ("BenchRun", "Progress", "build_jobs", "load_corpus", "run_bench")
 
@@ -289,6 +291,7 @@ async def run_bench(
         return BenchRun(settings, tuple(kernels), runs, versions, rounds)
 
     async with AsyncExitStack() as stack:
+        stack.enter_context(nvrtc_cache(settings.nvrtc_cache))  # before any engine starts
         for state in states:
             await state.start(stack, settings.arch)
             assert state.engine is not None

@@ -39,6 +39,10 @@ how long the run takes after its first pass (rough: every configuration is assum
 be as fast per worker as the first), and a closer one once every configuration has run
 a pass.
 
+NVRTC's own cache (in ~/.nv, on machines with a CUDA driver) answers a source that
+differs from one it compiled before only by a comment, as each pass's sources do: it is
+off for the run (CUDA_CACHE_DISABLE=1) unless --nvrtc-cache on.
+
 The baseline compiles one kernel at a time, so it takes as long as the corpus takes on
 one core, once per pass: on a small machine a large corpus takes minutes (--limit,
 --repeat and --warmup shorten it). More workers than CPUs only take turns: the ideal
@@ -113,6 +117,13 @@ def add_parser(sub: Any) -> None:
         default=1,
         metavar="N",
         help="untimed passes first (default: 1)",
+    )
+    p.add_argument(
+        "--nvrtc-cache",
+        choices=("on", "off"),
+        default="off",
+        help="NVRTC's own cache in ~/.nv (default: off, CUDA_CACHE_DISABLE=1 for the run, "
+        "so that every pass compiles; on: as the environment has it)",
     )
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the results here")
     p.add_argument(
@@ -229,7 +240,12 @@ def run(args: argparse.Namespace) -> int:
         workers = args.workers or _default_workers()
         configs = bench.expand_configs(args.configs, workers, args.fast_path)
         settings = bench.BenchSettings(
-            configs, arch=args.arch, style=args.style, repeat=args.repeat, warmup=args.warmup
+            configs,
+            arch=args.arch,
+            style=args.style,
+            repeat=args.repeat,
+            warmup=args.warmup,
+            nvrtc_cache=args.nvrtc_cache == "on",
         )
         kernels = bench.load_corpus(args.corpus, args.limit)
     except bench.BenchError as exc:

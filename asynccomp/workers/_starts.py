@@ -209,12 +209,14 @@ class Starts:
             self.last_use = time.monotonic()
             self.failed_starts = 0
             if not message[2]:  # threads after the initializers: no fork is safe
+                culprit = message[4] if len(message) > 4 and message[4] else "unknown"
                 logger.warning(
-                    "asynccomp: the %s template has threads after its initializers (%s): "
-                    "no fork is safe, so each worker is a fresh interpreter that pays the "
-                    "imports again",
+                    "asynccomp: the %s template has threads after its initializers (%s; "
+                    "the first after %s): no fork is safe, so each worker is a fresh "
+                    "interpreter that pays the imports again",
                     self.settings.name,
                     ", ".join(message[3]),
+                    culprit,
                 )
                 self.fork = False
                 self._end_template()

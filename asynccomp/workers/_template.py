@@ -13,8 +13,9 @@ Messages are pickled tuples on a ``SOCK_SEQPACKET`` socket (one message each):
   with); then ``("fork", request)`` with the worker's two pipe ends attached
   (``SCM_RIGHTS``), and the pool's standard output and error where it has them (the
   worker writes there, not to the template's); ``("stop",)`` ends a template.
-- template -> pool: ``("ready", pid, forkable, threads)`` (``threads``: the names of
-  its threads where it is not forkable) or ``("init_error", traceback)``;
+- template -> pool: ``("ready", pid, forkable, threads, culprit)`` (``threads``: the
+  names of its threads where it is not forkable; ``culprit``: the first initializer
+  after which it had more than one) or ``("init_error", traceback)``;
   ``("forked", request, pid)`` (``pid`` < 0: ``-errno``, no fork); ``("exit", pid,
   status)`` as it reaps a worker that pool asked for (so the pool can say how it ended).
 
@@ -55,6 +56,14 @@ _MAX = 1 << 20  # a message's largest size
 
 def _send(control: socket.socket, *message: object) -> None:
     control.send(pickle.dumps(message))
+
+
+def _describe(initializer: object) -> str:
+    """An initializer's name for a warning: ``module.function`` (a partial's function)."""
+    function = getattr(initializer, "func", initializer)
+    module = getattr(function, "__module__", None)
+    name = getattr(function, "__qualname__", None) or repr(function)
+    return f"{module}.{name}" if module else name
 
 
 def _threads() -> list[str]:
@@ -239,15 +248,18 @@ def main(control_fd: int, owner: int, name: str, share: str = "", idle: float = 
     message = control.recv(_MAX)
     if not message:
         return 0
+    culprit = ""  # the first initializer after which this process had other threads
     try:
         for initializer in pickle.loads(message)[1]:
             initializer()
+            if not culprit and (threading.active_count() > 1 or len(_threads()) > 1):
+                culprit = _describe(initializer)
     except BaseException:
         _send(control, "init_error", traceback.format_exc())
         return 1
     threads = _threads()
     forkable = threading.active_count() == 1 and len(threads) == 1
-    _send(control, "ready", os.getpid(), forkable, [] if forkable else threads)
+    _send(control, "ready", os.getpid(), forkable, [] if forkable else threads, culprit)
     if not forkable:
         return 0
     forks = _Forks(control, owner, name)

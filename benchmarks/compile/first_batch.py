@@ -5,9 +5,12 @@ Each trial is a fresh Python process: it starts an engine (whose NVRTC template 
 the background), renders the corpus's kernels as TVM 0.27 hands them to its callback (the
 user's own set-up, overlapping the engine's start), then compiles them as one batch:
 ``cold``, from the engine's start. Then the same kernels twice more, each pass with every
-source made new (a comment added: no cache hit, no NVRTC cache hit either): ``warm``, the
-faster of the two. Nothing is warm but the operating system's file cache, so the first
-trial on a fresh machine is the fresh-machine figure.
+source made new (a comment added: no hit in asynccomp's cache): ``warm``, the faster of
+the two. NVRTC's own cache (``~/.nv``, on GPU machines) ignores such a comment, so it is
+off (``CUDA_CACHE_DISABLE=1``) unless ``--nvrtc-cache``: with it on, the "warm" batches
+are its hits, and so is every batch of the machine's later processes. That is what made
+a fresh GPU machine's first batch look 16x slower than warm (2026-12-07: 12.6 s against
+0.80 s with the cache on; the first batch wrote 115 files into ``~/.nv/ComputeCache``).
 
 Beside each batch's wall time it records where the machine's time went while it ran
 (``/proc/stat``'s user, system, iowait and steal seconds summed over the CPUs, and
@@ -31,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from asynccomp.bench._nvrtc_cache import SWITCH
 from benchmarks._corpus import add_corpus_argument, largest_files
 from benchmarks._trials import fresh_trial
 
@@ -132,13 +136,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--nvrtc-cache", action="store_true", help="leave NVRTC's own cache on (default: off)"
+    )
     parser.add_argument("--trial", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if not args.nvrtc_cache:
+        os.environ[SWITCH] = "1"  # read by every trial's process and its workers
     if args.trial is not None:
         print(json.dumps(_trial(args.trial, args.arch, args.workers)))
         return 0
     files = largest_files(args.corpus, args.largest)
-    print(f"{len(files)} kernels, {args.workers} workers, {args.trials} fresh processes")
+    print(
+        f"{len(files)} kernels, {args.workers} workers, {args.trials} fresh processes, "
+        f"NVRTC's own cache {'on' if args.nvrtc_cache else 'off'}"
+    )
     trials = []
     for number in range(args.trials):
         command = ["--workers", str(args.workers), "--arch", args.arch, "--trial"]
