@@ -1,13 +1,17 @@
-"""Which step of a warm template starts a CUDA driver thread (issue 36)? On the GPU machine
-the tilelang and tvm-builder templates had a ``cuda00001800007`` thread after their
-initializers, so no fork was safe and every worker paid the imports again.
+"""Which step of a warm template starts a thread (issue 36)? On the GPU machine the
+tilelang and tvm-builder templates had a CUDA driver thread (``cuda00001800007``) after
+their initializers, so no fork was safe and every worker paid the imports again.
 
-    python3 benchmarks/device/template_threads.py tilelang|nvrtc|gpu
+    python3 benchmarks/device/template_threads.py tilelang|tvm-builder|nvrtc|gpu
 
-Prints this process's threads (the kernel's names) after each step, in a fresh process:
-``tilelang`` runs the TileLang template's own initializer step by step; ``nvrtc`` one
-NVRTC compile (NVRTC 13 opens the driver for its own cache); ``gpu`` asynccomp's
-``local_gpu_arch``.
+Runs, in this fresh process and with the environment a template gets
+(``PYTORCH_NVML_BASED_CUDA_CHECK=1``, one BLAS thread), the initializers of that template
+one step at a time, and prints the process's threads (the kernel's names) after each:
+``tilelang`` (torch, TileLang, asynccomp's lowering initializer), ``tvm-builder`` (TVM's
+MetaSchedule and tensor intrinsics, asynccomp's callback), ``nvrtc`` (one NVRTC compile:
+NVRTC 13 opens the driver for its own cache), ``gpu`` (asynccomp's ``local_gpu_arch``).
+Under ``LD_PRELOAD`` of ``thread_shim.c`` each new thread also prints the Python stack
+that started it (``run_template_threads.sh`` does both).
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ def step(label: str) -> None:
 
 
 def main() -> None:
+    from asynccomp.workers._starts import _TEMPLATE_DEFAULTS
+
+    for name, value in _TEMPLATE_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     step("start")
     what = sys.argv[1]
     if what == "tilelang":
-        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
         import torch  # noqa: F401
 
         step("import torch")
@@ -41,6 +48,16 @@ def main() -> None:
 
         warm_up(list(sys.path))
         step("asynccomp's tilelang initializer")
+    elif what == "tvm-builder":
+        import tvm  # noqa: F401
+
+        step("import tvm")
+        from asynccomp.tvm._ms_builder import _import_tvm, asynccomp_register
+
+        _import_tvm()
+        step("MetaSchedule and the tensor intrinsics")
+        asynccomp_register()
+        step("asynccomp's callback registered")
     elif what == "nvrtc":
         from cuda.bindings import nvrtc
 
