@@ -9,7 +9,9 @@ largest corpus kernel compiled in 11.9 s, then 0.82 s the same again in a new pr
 ``CUDA_CACHE_DISABLE=1``. So the comment each pass adds to its sources does not make them
 new to NVRTC, and a benchmark that leaves the cache on times its hits: 60 corpus kernels
 on 16 workers took 0.85 s with it on, 14.2 s with it off. An autotuner's candidates are
-new programs, so the benchmark turns it off unless asked.
+new programs, so the benchmark turns it off unless asked. (The engine's own option lists
+carry ``--no-cache`` already; the ``tvm`` style's jobs use TVM's exact command line,
+which does not.)
 """
 
 from __future__ import annotations
