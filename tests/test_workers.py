@@ -525,6 +525,89 @@ def test_a_template_with_threads_is_not_forked_from(
     assert "the first after tests.warm_tasks.start_a_thread)" in warning
 
 
+_TORCH_CUDA = """\
+# torch.cuda's own control flow (torch 2.11): device_count() returns the cached count
+# when one is set, else asks NVML, which on a GPU machine starts CUDA's driver threads.
+_cached_device_count = None
+
+
+def _device_count_nvml():
+    raise AssertionError("NVML asked for the device count")
+
+
+def device_count():
+    if _cached_device_count is not None:
+        return _cached_device_count
+    return _device_count_nvml()
+
+
+def is_available():
+    return device_count() > 0
+"""
+
+
+def _torch_cuda_in(folder: Path) -> str:
+    (folder / "torch" / "cuda").mkdir(parents=True)
+    (folder / "torch" / "__init__.py").write_text("")
+    (folder / "torch" / "cuda" / "__init__.py").write_text(_TORCH_CUDA)
+    return str(folder)
+
+
+def test_device_nodes_are_the_drivers_numbered_ones(tmp_path: Path) -> None:
+    from asynccomp.workers._torch_devices import device_nodes
+
+    for name in ("nvidia0", "nvidia1", "nvidia10", "nvidiactl", "nvidia-uvm", "nvidia-caps"):
+        (tmp_path / name).touch()
+    assert device_nodes(tmp_path) == 3
+    assert device_nodes(tmp_path / "missing") == 0
+
+
+def test_a_template_answers_torchs_device_count_without_nvml(
+    start: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TileLang's and tvm-ffi's imports ask ``torch.cuda.is_available()``; under the NVML
+    check torch counts the devices with NVML, whose init starts CUDA's driver threads on
+    a GPU machine (so no fork would be safe). The template answers the count from the
+    driver's device nodes before its initializers run: nothing asks NVML, the workers
+    are forked and keep the answer, and the template's own import hook is gone."""
+    from asynccomp.workers._torch_devices import device_nodes
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)  # the template's "1"
+    folder = _torch_cuda_in(tmp_path)
+    pool = pool_of(1, initializers=[functools.partial(warm_tasks.import_torch_cuda, folder)])
+    try:
+        [result] = within(4 * start, lambda: pool.map(warm_tasks.torch_cuda_state, [()]), "map")
+        assert result.outcome == "done", result
+        assert pool.statistics().forked == 1
+    finally:
+        pool.close()
+    count, finders = result.value
+    assert count == device_nodes()
+    assert "_Answer" not in finders
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [{"CUDA_VISIBLE_DEVICES": "0"}, {"PYTORCH_NVML_BASED_CUDA_CHECK": "0"}],
+    ids=["CUDA_VISIBLE_DEVICES set", "the NVML check off"],
+)
+def test_a_template_leaves_torchs_count_to_torch_where_the_user_chose(
+    setting: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``CUDA_VISIBLE_DEVICES`` (torch parses it) or a user's own NVML setting: torch
+    counts as it would (here, the stand-in's NVML: the initializer fails, by name)."""
+    for name, value in setting.items():
+        monkeypatch.setenv(name, value)
+    folder = _torch_cuda_in(tmp_path)
+    pool = pool_of(1, initializers=[functools.partial(warm_tasks.import_torch_cuda, folder)])
+    try:
+        with pytest.raises(WorkerStartFailed, match="NVML asked for the device count"):
+            within(120, pool.wait_ready, "wait_ready")
+    finally:
+        pool.close()
+
+
 @pytest.mark.parametrize("set_by_user", [None, "0"])
 def test_a_template_keeps_cuda_uninitialized_unless_told(
     start: float, monkeypatch: pytest.MonkeyPatch, set_by_user: str | None

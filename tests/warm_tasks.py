@@ -5,6 +5,7 @@ share."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -110,6 +111,33 @@ def import_numpy() -> None:
 def start_a_thread() -> None:
     """An initializer that leaves a thread running (forking from it is unsafe)."""
     threading.Thread(target=threading.Event().wait, daemon=True).start()
+
+
+def import_torch_cuda(folder: str | None = None) -> None:
+    """An initializer: ``torch.cuda`` imported (from ``folder``, first on the path, where
+    given) and its ``is_available()`` asked, as TileLang's import asks it."""
+    if folder is not None:
+        sys.path.insert(0, folder)
+    import torch.cuda
+
+    torch.cuda.is_available()
+
+
+def torch_cuda_state() -> tuple[int | None, list[str]]:
+    """``torch.cuda``'s cached device count here, and this process's import finders."""
+    module = sys.modules["torch.cuda"]
+    return module._cached_device_count, [type(f).__name__ for f in sys.meta_path]
+
+
+def torch_cuda_usable() -> tuple[bool, bool, bool]:
+    """Whether CUDA was initialized here before this task, is available, and then runs a
+    tensor op (a forked worker initializes CUDA for itself)."""
+    import torch
+
+    before = torch.cuda.is_initialized()
+    available = torch.cuda.is_available()
+    ran = bool((torch.ones(4, device="cuda") * 2).sum().item() == 8) if available else False
+    return before, available, ran
 
 
 def hold_then_wait(mib: int, gate: str) -> int:

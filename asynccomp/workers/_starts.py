@@ -47,10 +47,10 @@ logger = logging.getLogger("asynccomp.workers")
 # numpy's OpenBLAS starts a thread pool at import, as OpenMP runtimes may; the workers,
 # many to the cores, run them one thread each anyway. And it must not start CUDA's
 # driver, whose threads start with it: TileLang's import asks `torch.cuda.is_available()`
-# (tilelang/utils/device.py), which by default initializes CUDA on a GPU machine (the
-# likely reason every TileLang worker was spawned, not forked, on the H100; not yet
-# confirmed there); torch's NVML check answers the same without initializing CUDA (its
-# documented way to stay fork-safe). What the user set is kept.
+# (tilelang/utils/device.py), which by default initializes CUDA on a GPU machine; torch's
+# NVML check is its documented way to stay fork-safe, but on the H100 the templates still
+# had a CUDA thread with it, so the template also answers torch's device count itself
+# (_torch_devices.py). What the user set is kept.
 _TEMPLATE_DEFAULTS = {
     **dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1"),
     "PYTORCH_NVML_BASED_CUDA_CHECK": "1",

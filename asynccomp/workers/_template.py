@@ -48,6 +48,7 @@ from pathlib import Path
 
 from .. import _os
 from . import _child
+from ._torch_devices import answer_device_count
 
 __all__ = ("main",)
 
@@ -250,10 +251,12 @@ def main(control_fd: int, owner: int, name: str, share: str = "", idle: float = 
         return 0
     culprit = ""  # the first initializer after which this process had other threads
     try:
-        for initializer in pickle.loads(message)[1]:
-            initializer()
-            if not culprit and (threading.active_count() > 1 or len(_threads()) > 1):
-                culprit = _describe(initializer)
+        # torch's count of devices answered here: asking NVML starts CUDA's threads.
+        with answer_device_count():
+            for initializer in pickle.loads(message)[1]:
+                initializer()
+                if not culprit and (threading.active_count() > 1 or len(_threads()) > 1):
+                    culprit = _describe(initializer)
     except BaseException:
         _send(control, "init_error", traceback.format_exc())
         return 1
