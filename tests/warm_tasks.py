@@ -123,12 +123,6 @@ def import_torch_cuda(folder: str | None = None) -> None:
     torch.cuda.is_available()
 
 
-def torch_cuda_state() -> tuple[int | None, list[str]]:
-    """``torch.cuda``'s cached device count here, and this process's import finders."""
-    module = sys.modules["torch.cuda"]
-    return module._cached_device_count, [type(f).__name__ for f in sys.meta_path]
-
-
 def torch_cuda_usable() -> tuple[bool, bool, bool]:
     """Whether CUDA was initialized here before this task, is available, and then runs a
     tensor op (a forked worker initializes CUDA for itself)."""

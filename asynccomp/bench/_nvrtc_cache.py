@@ -32,7 +32,9 @@ def nvrtc_cache(on: bool) -> Iterator[None]:
 
     NVRTC reads the variable once per process, at its first compile: worker processes
     started inside read it as set here; a process that compiled with NVRTC before keeps
-    what it read then (for the in-process configurations, ``tvm`` and ``threads``).
+    what it read then (for the in-process configurations, ``tvm`` and ``threads``, the
+    report's "NVRTC's own cache off" is then what was asked, not what NVRTC did). The
+    environment is the process's: two runs at once in one process share it.
 
     >>> with nvrtc_cache(False):
     ...     os.environ["CUDA_CACHE_DISABLE"]

@@ -253,7 +253,10 @@ def main(control_fd: int, owner: int, name: str, share: str = "", idle: float = 
     try:
         # torch's count of devices answered here: asking NVML starts CUDA's threads.
         with answer_device_count():
-            for initializer in pickle.loads(message)[1]:
+            initializers = pickle.loads(message)[1]  # (unpickling imports their modules)
+            if threading.active_count() > 1 or len(_threads()) > 1:
+                culprit = "their unpickling or the interpreter's start (sitecustomize)"
+            for initializer in initializers:
                 initializer()
                 if not culprit and (threading.active_count() > 1 or len(_threads()) > 1):
                     culprit = _describe(initializer)
