@@ -6,7 +6,7 @@ A fresh process starts a fresh engine (no worker yet, empty cache) and compiles 
 compared with the ideal: the same kernels compiled warm, one at a time, in one worker
 (their summed time divided by the workers, or the longest one if that is more), measured
 afterwards in the same run. Each trial runs in a new Python process, so nothing is warm
-but the operating system's file cache.
+but the operating system's file cache (NVRTC's own cache is off unless ``--nvrtc-cache``).
 
     python -m benchmarks.compile.cold_batch                          # built-in examples, 6 largest
     python -m benchmarks.compile.cold_batch --corpus corpus --largest 16 --trials 3
@@ -27,6 +27,7 @@ from pathlib import Path
 
 from asynccomp._os import child_environ
 from benchmarks._corpus import add_corpus_argument, largest_files
+from benchmarks._nvrtc_cache import add_nvrtc_cache_argument, apply_nvrtc_cache
 
 
 def _trial(files: list[str], arch: str, workers: int) -> dict[str, object]:
@@ -59,8 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--arch", default="sm_90a")
+    add_nvrtc_cache_argument(parser)
     parser.add_argument("--trial", help=argparse.SUPPRESS)  # internal: one trial's JSON
     args = parser.parse_args(argv)
+    apply_nvrtc_cache(args)  # the warm compiles repeat the cold ones' programs
     if args.trial:
         spec = json.loads(args.trial)
         print(json.dumps(_trial(spec["files"], spec["arch"], spec["workers"])))

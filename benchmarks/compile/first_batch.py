@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from asynccomp.bench._nvrtc_cache import SWITCH
 from benchmarks._corpus import add_corpus_argument, largest_files
+from benchmarks._nvrtc_cache import add_nvrtc_cache_argument, apply_nvrtc_cache
 from benchmarks._trials import fresh_trial
 
 if TYPE_CHECKING:
@@ -136,13 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument(
-        "--nvrtc-cache", action="store_true", help="leave NVRTC's own cache on (default: off)"
-    )
+    add_nvrtc_cache_argument(parser)
     parser.add_argument("--trial", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if not args.nvrtc_cache:
-        os.environ[SWITCH] = "1"  # read by every trial's process and its workers
+    apply_nvrtc_cache(args)  # read by every trial's process and its workers
     if args.trial is not None:
         print(json.dumps(_trial(args.trial, args.arch, args.workers)))
         return 0

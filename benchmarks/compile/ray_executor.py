@@ -43,6 +43,7 @@ from asynccomp.ray import RayExecutor
 from asynccomp.toolkit import find_toolkit
 from asynccomp.tvm import make_job
 from benchmarks._corpus import add_corpus_argument, corpus_files
+from benchmarks._nvrtc_cache import add_nvrtc_cache_argument, apply_nvrtc_cache
 
 RUN = secrets.token_hex(4)
 TINY = 'extern "C" __global__ void tiny(float* x) {{ x[threadIdx.x] *= {}f; }}\n'
@@ -199,7 +200,11 @@ if __name__ == "__main__":
     parser.add_argument("--cores", type=int, default=None, help="cores per node projected")
     parser.add_argument("--bandwidth", type=float, default=1e9, help="bytes/s, projection")
     parser.add_argument("--json", type=Path, default=None)
+    add_nvrtc_cache_argument(parser)
     arguments = parser.parse_args()
+    # Before ray.init: a local cluster's actors inherit it (a running one's, --address,
+    # have their own environment).
+    apply_nvrtc_cache(arguments)
     measured = anyio.run(main, arguments)
     print(report(measured))
     if arguments.json is not None:
