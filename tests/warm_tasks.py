@@ -5,7 +5,6 @@ share."""
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -113,11 +112,9 @@ def start_a_thread() -> None:
     threading.Thread(target=threading.Event().wait, daemon=True).start()
 
 
-def import_torch_cuda(folder: str | None = None) -> None:
-    """An initializer: ``torch.cuda`` imported (from ``folder``, first on the path, where
-    given) and its ``is_available()`` asked, as TileLang's import asks it."""
-    if folder is not None:
-        sys.path.insert(0, folder)
+def import_torch_cuda() -> None:
+    """An initializer: ``torch.cuda`` imported and its ``is_available()`` asked, as
+    TileLang's import asks it."""
     import torch.cuda
 
     torch.cuda.is_available()

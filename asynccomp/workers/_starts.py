@@ -209,7 +209,7 @@ class Starts:
             self.last_use = time.monotonic()
             self.failed_starts = 0
             if not message[2]:  # threads after the initializers: no fork is safe
-                culprit = message[4] if len(message) > 4 and message[4] else "unknown"
+                culprit = message[4] or "unknown"  # (a shared template's greeting forks)
                 logger.warning(
                     "asynccomp: the %s template has threads after its initializers (%s; "
                     "the first after %s): no fork is safe, so each worker is a fresh "

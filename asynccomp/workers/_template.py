@@ -67,6 +67,12 @@ def _describe(initializer: object) -> str:
     return f"{module}.{name}" if module else name
 
 
+def _one_thread(threads: list[str]) -> bool:
+    """Whether this process, whose kernel threads are ``threads``, is one thread: the
+    only state a fork is safe from."""
+    return threading.active_count() == 1 and len(threads) == 1
+
+
 def _threads() -> list[str]:
     """This process's threads, by name (the kernel's, which native threads have too)."""
     try:
@@ -254,17 +260,17 @@ def main(control_fd: int, owner: int, name: str, share: str = "", idle: float = 
         # torch's count of devices answered here: asking NVML starts CUDA's threads.
         with answer_device_count():
             initializers = pickle.loads(message)[1]  # (unpickling imports their modules)
-            if threading.active_count() > 1 or len(_threads()) > 1:
+            if not _one_thread(_threads()):
                 culprit = "their unpickling or the interpreter's start (sitecustomize)"
             for initializer in initializers:
                 initializer()
-                if not culprit and (threading.active_count() > 1 or len(_threads()) > 1):
+                if not culprit and not _one_thread(_threads()):
                     culprit = _describe(initializer)
     except BaseException:
         _send(control, "init_error", traceback.format_exc())
         return 1
     threads = _threads()
-    forkable = threading.active_count() == 1 and len(threads) == 1
+    forkable = _one_thread(threads)
     _send(control, "ready", os.getpid(), forkable, [] if forkable else threads, culprit)
     if not forkable:
         return 0
