@@ -14,11 +14,14 @@ if [ ! -d "$TL/tilelang" ] && [ -f .device/tilelang-site.tar.xz ]; then
   mkdir -p "$TL" && xz -dc .device/tilelang-site.tar.xz | tar -C "$TL" -xf -
 fi
 export CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
-for what in nvrtc gpu tilelang tvm-builder; do
+# What decides whether a template answers torch's device count (_torch_devices.py).
+{ ls /dev | grep -E "^nvidia[0-9]+$"; env | grep -E "^(CUDA_|PYTORCH_|NVIDIA_)" | sort; } \
+  | tee "$OUT/threads_environment.txt"
+for what in nvrtc gpu tilelang tilelang-answered tvm-builder tvm-builder-answered; do
   path="$PWD"
   case "$what" in
-    tilelang) [ -d "$TL/tilelang" ] || continue; path="$TL:$PWD" ;;
-    tvm-builder) [ -d "$SITE/tvm/lib" ] && [ -f "$SITE/tvm/lib/libtvm_compiler.so" ] || continue
+    tilelang*) [ -d "$TL/tilelang" ] || continue; path="$TL:$PWD" ;;
+    tvm-builder*) [ -d "$SITE/tvm/lib" ] && [ -f "$SITE/tvm/lib/libtvm_compiler.so" ] || continue
                  path="$SITE:$PWD" ;;
   esac
   echo "== $what"

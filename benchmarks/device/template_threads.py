@@ -2,7 +2,7 @@
 tilelang and tvm-builder templates had a CUDA driver thread (``cuda00001800007``) after
 their initializers, so no fork was safe and every worker paid the imports again.
 
-    python3 benchmarks/device/template_threads.py tilelang|tvm-builder|nvrtc|gpu
+    python3 benchmarks/device/template_threads.py tilelang|tvm-builder|nvrtc|gpu[-answered]
 
 Runs, in this fresh process and with the environment a template gets
 (``PYTORCH_NVML_BASED_CUDA_CHECK=1``, one BLAS thread), the initializers of that template
@@ -11,7 +11,8 @@ one step at a time, and prints the process's threads (the kernel's names) after 
 MetaSchedule and tensor intrinsics, asynccomp's callback), ``nvrtc`` (one NVRTC compile:
 NVRTC 13 opens the driver for its own cache), ``gpu`` (asynccomp's ``local_gpu_arch``).
 Under ``LD_PRELOAD`` of ``thread_shim.c`` each new thread also prints the Python stack
-that started it (``run_template_threads.sh`` does both).
+that started it (``run_template_threads.sh`` does both). ``-answered``: the steps inside
+the template's answer to torch's device count (``asynccomp/workers/_torch_devices.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,18 @@ def main() -> None:
         os.environ.setdefault(name, value)
     step("start")
     what = sys.argv[1]
+    if what.endswith("-answered"):  # with the template's answer to torch's device count
+        from asynccomp.workers._torch_devices import answer_device_count
+
+        with answer_device_count() as answered:
+            step(f"answering torch's device count: {answered}")
+            run(what.removesuffix("-answered"))
+        step("after the answer")
+    else:
+        run(what)
+
+
+def run(what: str) -> None:
     if what == "tilelang":
         import torch  # noqa: F401
 
