@@ -15,6 +15,7 @@ from asynccomp import (
     Engine,
 )
 from asynccomp.gpu import local_gpu_arch
+from asynccomp.toolkit import find_toolkit
 
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
 from .processes import nvrtc_workers
@@ -84,6 +85,21 @@ async def test_log_keeps_warnings_and_ptxas_report() -> None:
     assert "ptxas info" in result.log and "Used" in result.log
     assert result.resources["k"].registers > 0
     assert "--ptxas-options=-v" in result.command
+
+
+async def test_nvrtcs_own_cache_is_off_for_every_output() -> None:
+    """NVRTC 12.9+ consults a cache of its own, and to do so NVRTC 13 initializes CUDA's
+    driver in the compiling process (the user's, in threads mode), PTX output included;
+    ``--no-cache`` keeps it from loading the driver at all (tests/gpu checks that)."""
+    version = find_toolkit().nvrtc_version
+    async with Engine(arch=ARCH) as engine:
+        results = await engine.compile_many(
+            [CompileJob(scale_kernel(), output=output) for output in ("ptx", "cubin")]
+        )
+    assert version is not None and version >= (12, 9), version
+    for result in results:
+        assert result.ok, result.log
+        assert "--no-cache" in result.command, (result.job.output_format, result.command)
 
 
 async def test_job_arch_wins_over_engine_arch() -> None:

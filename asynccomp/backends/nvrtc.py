@@ -163,11 +163,14 @@ class NvrtcBackend(CompilerBackend):
             flags += self._include_flags
             if output != "ptx":
                 flags.append("--ptxas-options=-v")  # the resource report, always
-                # NVRTC 12.9+ keeps a cache of its own: a hit there skips ptxas, and the
-                # report with it (seen on NVRTC 13.0: an empty log, no resources).
-                # asynccomp's cache answers repeats; NVRTC's would only hide the report.
-                if self._own_cache:
-                    flags.append("--no-cache")
+            # NVRTC 12.9+ keeps a cache of its own: a hit there skips ptxas, and the report
+            # with it (seen on NVRTC 13.0: an empty log, no resources); asynccomp's cache
+            # answers repeats. And to consult it, NVRTC 13.5 calls cuInit in the compiling
+            # process, PTX output and CUDA_CACHE_DISABLE=1 included (seen with a stand-in
+            # libcuda): CUDA's driver threads in a user's process, or a warm template
+            # that then may not fork. With --no-cache it loads no driver at all.
+            if self._own_cache:
+                flags.append("--no-cache")
             flags += job.options
         flags = with_caller_folders(flags, job.source, options.cwd)
         add_shared_options(flags, options)
