@@ -90,7 +90,8 @@ async def test_log_keeps_warnings_and_ptxas_report() -> None:
 async def test_nvrtcs_own_cache_is_off_for_every_output() -> None:
     """NVRTC 12.9+ consults a cache of its own, and to do so NVRTC 13 initializes CUDA's
     driver in the compiling process (the user's, in threads mode), PTX output included;
-    ``--no-cache`` keeps it from loading the driver at all (tests/gpu checks that)."""
+    ``--no-cache`` keeps it from loading the driver at all (test_nvrtc_no_driver.py
+    checks that)."""
     version = find_toolkit().nvrtc_version
     async with Engine(arch=ARCH) as engine:
         results = await engine.compile_many(
