@@ -121,16 +121,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(report))
         asynccomp.tvm.shutdown()
         return 0
+    local_batches = args.local_batches or args.batches
     local = ms.builder.LocalBuilder(
         max_workers=args.workers, timeout_sec=args.timeout, initializer=asynccomp.tvm.register
     )
-    report["local"] = run("local", local, inputs, args.local_batches or args.batches)
+    report["local"] = run("local", local, inputs, local_batches)
     if args.tvm:
         report["local-tvm"] = run(
             "local-tvm",
             ms.builder.LocalBuilder(max_workers=args.workers, timeout_sec=args.timeout),
             inputs,
-            args.local_batches or args.batches,
+            local_batches,
         )
     # Candidate by candidate: every source built (LocalBuilder may lose some to its
     # timeout) is the same; the warm builder must build every candidate.
