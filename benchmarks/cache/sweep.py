@@ -85,7 +85,7 @@ def sync_hit_latency(jobs: list[CompileJob], cache_dir: Path, hits: int) -> dict
 
 async def sweep(jobs: list[CompileJob], cache_dir: Path | None) -> dict[str, object]:
     options = {"cache": False} if cache_dir is None else {"cache_dir": cache_dir}
-    async with Engine(**options) as engine:  # type: ignore[arg-type]
+    async with Engine(**options) as engine:
         await engine.warm_up()
         started = time.perf_counter()
         results = await engine.compile_many(jobs)

@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 env.pop("CUDA_CACHE_DISABLE", None)
                 if variant == "disabled":
                     env["CUDA_CACHE_DISABLE"] = "1"
-                command = [sys.executable, "-m", "benchmarks.compile.nvrtc_cache"]
+                command: list[str | Path] = [sys.executable, "-m", "benchmarks.compile.nvrtc_cache"]
                 command += ["--arch", args.arch, "--one", path, variant]
                 done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
                 if done.returncode != 0:

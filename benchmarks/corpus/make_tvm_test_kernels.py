@@ -44,7 +44,9 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import tvm
 from tvm import te
@@ -58,11 +60,11 @@ DEFAULT_OUT = REPO / "tests" / "data" / "tvm_kernels"
 # --------------------------------------------------------------------------- kernels
 
 
-def _prim_func(tensors, name):
+def _prim_func(tensors: list[Any], name: str) -> Any:
     return te.create_prim_func(tensors).with_attr("global_symbol", name)
 
 
-def vector_add():
+def vector_add() -> tuple[Any, Any]:
     n = 4096
     a = te.placeholder((n,), "float32", name="A")
     b = te.placeholder((n,), "float32", name="B")
@@ -70,7 +72,7 @@ def vector_add():
     return _prim_func([a, b, c], "vector_add"), dl.gpu.Fallback()
 
 
-def row_softmax():
+def row_softmax() -> tuple[Any, Any]:
     m, n = 64, 256
     x = te.placeholder((m, n), "float32", name="X")
     k1 = te.reduce_axis((0, n), name="k1")
@@ -82,7 +84,7 @@ def row_softmax():
     return _prim_func([x, y], "row_softmax"), dl.gpu.GeneralReduction()
 
 
-def reduction():
+def reduction() -> tuple[Any, Any]:
     m, n = 128, 1024
     x = te.placeholder((m, n), "float32", name="X")
     k = te.reduce_axis((0, n), name="k")
@@ -90,7 +92,7 @@ def reduction():
     return _prim_func([x, y], "row_sum"), dl.gpu.Reduction()
 
 
-def tiled_matmul():
+def tiled_matmul() -> tuple[Any, Any]:
     n = 128
     a = te.placeholder((n, n), "float32", name="A")
     b = te.placeholder((n, n), "float32", name="B")
@@ -99,7 +101,7 @@ def tiled_matmul():
     return _prim_func([a, b, c], "tiled_matmul"), _schedule_tiled_matmul
 
 
-def _schedule_tiled_matmul(mod, tile=16):
+def _schedule_tiled_matmul(mod: Any, tile: int = 16) -> Any:
     """Classic shared-memory tiling: one 16x16 block per C tile, one thread per element."""
     sch = tvm.s_tir.Schedule(mod)
     sch.work_on("tiled_matmul")
@@ -126,19 +128,19 @@ def _schedule_tiled_matmul(mod, tile=16):
     return sch.mod
 
 
-def transpose():
+def transpose() -> tuple[Any, Any]:
     m, n = 256, 512
     x = te.placeholder((m, n), "float32", name="X")
     y = te.compute((n, m), lambda i, j: x[j, i], name="Y")
     return _prim_func([x, y], "transpose"), dl.gpu.Transpose()
 
 
-def fp16_gelu_bias():
+def fp16_gelu_bias() -> tuple[Any, Any]:
     m, n = 256, 1024
     x = te.placeholder((m, n), "float16", name="X")
     bias = te.placeholder((n,), "float16", name="bias")
 
-    def gelu(i, j):
+    def gelu(i: Any, j: Any) -> Any:
         v = x[i, j] + bias[j]
         c0 = tvm.tirx.const(0.7978845608, "float16")
         c1 = tvm.tirx.const(0.044715, "float16")
@@ -176,7 +178,7 @@ def generate(kind: str, target: tvm.target.Target) -> str:
     cuda_mods = [m for m in lib.mod.imports if m.kind == "cuda"]
     if len(cuda_mods) != 1:
         raise RuntimeError(f"{kind}: expected one CUDA module, got {lib.mod.imports}")
-    src = cuda_mods[0].inspect_source()
+    src: str = cuda_mods[0].inspect_source()
     if not src:
         raise RuntimeError(f"{kind}: the CUDA module returned no source")
     return src
@@ -196,7 +198,7 @@ def verify(kind: str, code: str, arch: str, target: tvm.target.Target) -> str:
     return ", ".join(parts)
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
     ap.add_argument("--arch", default="sm_90a", help="CUDA target arch (default sm_90a)")

@@ -146,15 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     loops = cycles(edges)
     in_loops = {name for loop in loops for name in loop}
     local_in_loops = [(a, b, n) for a, b, n in local if a in in_loops and b in in_loops]
+    in_cycles = [f"{a} -> {b} (line {n})" for a, b, n in local_in_loops]
     report = {
         "modules": len(modules),
         "lines": sum(lines.values()),
         "largest": [{"module": name, "lines": count} for name, count in largest],
         "cycles": loops,
         "function_local_imports": [f"{a} -> {b} (line {n})" for a, b, n in local],
-        "function_local_imports_in_cycles": [
-            f"{a} -> {b} (line {n})" for a, b, n in local_in_loops
-        ],
+        "function_local_imports_in_cycles": in_cycles,
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -167,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     for loop in loops:
         print(f"  {len(loop)} modules: {', '.join(loop)}")
     print(f"function-local imports: {len(local)}, {len(local_in_loops)} of them inside a cycle")
-    for line in report["function_local_imports_in_cycles"]:
+    for line in in_cycles:
         print(f"  {line}")
     return 0
 

@@ -299,14 +299,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for state in states:
             state.close()
-    walls = {c: [r["wall"] for r in rows if r["config"] == c] for c in configs}
+    walls: dict[str, list[float]] = {
+        c: [r["wall"] for r in rows if r["config"] == c] for c in configs
+    }
     print()
     print(f"{'':<10} {'batch 1':>9} {'later (median)':>15}  peak processes  peak MiB")
     for config in configs:
-        later = statistics.median(walls[config][1:]) if len(walls[config]) > 1 else float("nan")
+        later_median = (
+            statistics.median(walls[config][1:]) if len(walls[config]) > 1 else float("nan")
+        )
         mine = [r for r in rows if r["config"] == config]
         print(
-            f"{config:<10} {walls[config][0]:8.2f}s {later:14.2f}s  "
+            f"{config:<10} {walls[config][0]:8.2f}s {later_median:14.2f}s  "
             f"{max(r['peak_processes'] for r in mine):>14}  {max(r['peak_mib'] for r in mine):>8}"
         )
     if {"noop", "asynccomp", "engine"} <= set(configs) and args.batches > 1:

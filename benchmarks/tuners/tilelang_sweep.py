@@ -104,11 +104,11 @@ def program(
     """One configuration's ``PrimFunc``: ``relu(A @ B)``, fp16 in and out, fp32 accumulate."""
     dtype, accum = "float16", "float32"
 
-    @T.prim_func
-    def main(
-        A: T.Tensor((size, size), dtype),
-        B: T.Tensor((size, size), dtype),
-        C: T.Tensor((size, size), dtype),
+    @T.prim_func  # type: ignore[untyped-decorator]
+    def main(  # type: ignore[no-untyped-def]
+        A: T.Tensor((size, size), dtype),  # type: ignore[valid-type]
+        B: T.Tensor((size, size), dtype),  # type: ignore[valid-type]
+        C: T.Tensor((size, size), dtype),  # type: ignore[valid-type]
     ):
         with T.Kernel(T.ceildiv(size, block_N), T.ceildiv(size, block_M), threads=threads) as (
             bx,
@@ -147,13 +147,17 @@ def matmul(size: int) -> Any:
     return kernel
 
 
-def decorated(size: int, configs: list[dict[str, Any]], arch: str, grouped: bool, group: int):
+def decorated(
+    size: int, configs: list[dict[str, Any]], arch: str, grouped: bool, group: int
+) -> Any:
     """The same kernels through ``@tilelang.autotune`` over ``@tilelang.jit`` (lazy mode),
     what TileLang's examples do; ``kernel()`` runs the autotune."""
     import tilelang
 
-    @tilelang.autotune(configs=configs, warmup=1, rep=1, timeout=0, skip_check=True)
-    @tilelang.jit(out_idx=[-1], target={"kind": "cuda", "arch": arch})
+    @tilelang.autotune(  # type: ignore[untyped-decorator]
+        configs=configs, warmup=1, rep=1, timeout=0, skip_check=True
+    )
+    @tilelang.jit(out_idx=[-1], target={"kind": "cuda", "arch": arch})  # type: ignore[untyped-decorator]
     def kernel(
         block_M: int = 128,
         block_N: int = 128,
@@ -223,7 +227,9 @@ class Recorder:
         return out
 
 
-def run_mode(mode: str, args: argparse.Namespace, kernel: Any, configs: list[dict[str, Any]]):
+def run_mode(
+    mode: str, args: argparse.Namespace, kernel: Any, configs: list[dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, bytes]]:
     import tilelang  # noqa: F401
     import tvm_ffi
     from tilelang.autotuner import AutoTuner
@@ -302,7 +308,7 @@ def run_mode(mode: str, args: argparse.Namespace, kernel: Any, configs: list[dic
         AutoTuner._benchmark_target = original
     calls = recorder.calls
     stats = atl.engine().statistics() if mode.startswith("asynccomp") else None
-    row = {
+    row: dict[str, Any] = {
         "mode": mode,
         "configs": len(configs),
         "kernels_built": len(kernels),
@@ -361,7 +367,7 @@ def _local_pool() -> Any:
     """The NVRTC worker pool of the in-process facade engine (None on the server)."""
     from asynccomp.tvm import _runtime
 
-    engine = _runtime._runtime.engine
+    engine: Any = _runtime._runtime.engine
     try:
         backend = engine.engine._life.parts.runner.backends["nvrtc"]
         return backend.pool
