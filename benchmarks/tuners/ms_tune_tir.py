@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -42,6 +43,10 @@ def matmul(n: int) -> Any:
     k = te.reduce_axis((0, n), name="k")
     c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
     return te.create_prim_func([a, b, c])
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
 
 
 def traced_build(mod: Any, target: Any, params: Any) -> Any:
@@ -178,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "workers_ready_seconds": round(ready[0] - made[0], 1) if ready else None,
         # 1: the builder's workers forked from a template an earlier process left
         "joined": builder.pool.statistics().joined if args.callback == "warm" else None,
+        # how many of its workers forked from a template (0: each a fresh interpreter)
+        "forked": builder.pool.statistics().forked if args.callback == "warm" else None,
         "candidates": sum(b["candidates"] for b in batches),
         "timeouts": sum(b["timeouts"] for b in batches),
         "build_errors": sum(b["errors"] for b in batches),
@@ -185,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "finished_builds": len(builds),
         "build_seconds_max": max((b["build"] for b in builds), default=None),
         "compile_seconds_max": max((b["compile"] for b in builds), default=None),
+        "build_seconds_median": _median([b["build"] for b in builds]),
+        "compile_seconds_median": _median([b["compile"] for b in builds]),
         "compile_share": round(
             sum(b["compile"] for b in builds) / max(1e-9, sum(b["build"] for b in builds)), 3
         ),
