@@ -279,6 +279,7 @@ def run_mode(
     walls: list[float] = []
     rows: list[dict[str, Any]] = []
     best: list[dict[str, Any] | None] = []
+    watch = None
     try:
         for number in range(args.passes):
             kernels.clear()
@@ -286,6 +287,8 @@ def run_mode(
             recorder.suffix = f"\n// sweep pass {number}\n" if number else ""
             t0 = time.perf_counter()
             recorder.t0 = t0
+            if number == 0 and mode.startswith("asynccomp"):
+                watch = ReadyWatch(t0)
             if args.entry == "decorator":
                 tuned = decorated(args.size, configs, args.arch, grouped, args.group)
                 tuned()  # the autotune; its best kernel then
@@ -306,6 +309,7 @@ def run_mode(
             rows.append(_pass_row(recorder.calls, walls[-1]))
     finally:
         AutoTuner._benchmark_target = original
+        ready = watch.stop() if watch is not None else None
     calls = recorder.calls
     stats = atl.engine().statistics() if mode.startswith("asynccomp") else None
     row: dict[str, Any] = {
@@ -335,6 +339,8 @@ def run_mode(
         # joined: its workers forked from a template an earlier process left
         said = lowering._pool.statistics()
         row["lowering"] = {"started": said.started, "forked": said.forked, "joined": said.joined}
+        # [seconds from the first pass's start, template ready, workers ready] at each change
+        row["lowering_ready"] = ready
     if mode.startswith("asynccomp-nvrtc") and "nopch" not in mode:
         pool = _local_pool()
         if pool is not None:
@@ -360,7 +366,42 @@ def _pass_row(calls: list[dict[str, Any]], wall: float) -> dict[str, Any]:
         "median_callback_s": round(times[len(times) // 2], 3) if times else None,
         "longest_callback_s": round(times[-1], 3) if times else None,
         "first_callback_start_s": round(min(c["start"] for c in calls), 3) if calls else None,
+        # every callback's [start, end], seconds from the pass's start: where a first
+        # pass waits (for lowered configs, or in the compile)
+        "calls": sorted([round(c["start"], 2), round(c["end"], 2)] for c in calls),
     }
+
+
+class ReadyWatch:
+    """When asynccomp's TileLang lowering pool had its template, and how many ready
+    workers, in seconds from ``t0`` (a pass's start): a first autotune that waits for
+    the template's start shows it here. Polls the pool's statistics every 50 ms."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.changes: list[tuple[float, bool, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        from asynccomp.tilelang import _pool as lowering
+
+        last: tuple[bool, int] | None = None
+        while not self._stop.wait(0.05):
+            pool = lowering._pool
+            if pool is None:
+                continue
+            said = pool.statistics()
+            now = (said.template, said.ready)
+            if now != last:
+                self.changes.append((round(time.perf_counter() - self.t0, 2), *now))
+                last = now
+
+    def stop(self) -> list[tuple[float, bool, int]]:
+        self._stop.set()
+        self._thread.join()
+        return self.changes
 
 
 def _local_pool() -> Any:
