@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$OUT" || exit 1
 if [ "$(find . -type f | wc -l)" -le 7 ]; then exit 0; fi
-find . -type f ! -name out.tar.xz ! -path "./*.txt" -printf '%P\n' > /tmp/pack_list
+find . -type f -printf '%P\n' | grep -v -x -e '[^/]*\.txt' -e 'out\.tar\.xz' > /tmp/pack_list
 tar -cJf out.tar.xz -T /tmp/pack_list && xargs -a /tmp/pack_list rm -f
 find . -mindepth 1 -type d -empty -delete
 # Still over: the summaries too (the archive is one file).
