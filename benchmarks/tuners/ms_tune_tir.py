@@ -174,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     total = time.perf_counter() - started
     builds = [json.loads(line) for line in trace.read_text().splitlines()] if trace.exists() else []
+    said = builder.pool.statistics() if args.callback == "warm" else None
     summary = {
         "callback": args.callback,
         "trials": args.trials,
@@ -182,9 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "builder_seconds": round(sum(b["seconds"] for b in batches), 1),
         "workers_ready_seconds": round(ready[0] - made[0], 1) if ready else None,
         # 1: the builder's workers forked from a template an earlier process left
-        "joined": builder.pool.statistics().joined if args.callback == "warm" else None,
+        "joined": said.joined if said is not None else None,
         # how many of its workers forked from a template (0: each a fresh interpreter)
-        "forked": builder.pool.statistics().forked if args.callback == "warm" else None,
+        "forked": said.forked if said is not None else None,
         "candidates": sum(b["candidates"] for b in batches),
         "timeouts": sum(b["timeouts"] for b in batches),
         "build_errors": sum(b["errors"] for b in batches),
