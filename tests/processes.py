@@ -52,6 +52,19 @@ def compiler_processes() -> list[psutil.Process]:
     return _ours(_COMPILERS, (NVRTC_WORKER, NVRTC_TEMPLATE))
 
 
+def gone(pids: list[int]) -> bool:
+    """Whether every process in ``pids`` has ended (a zombie not yet reaped counts as
+    ended). Reaping can come between any two looks at a process, so every look is one
+    call that may find it gone."""
+    for each in pids:
+        try:
+            if psutil.Process(each).status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            continue
+    return True
+
+
 def nvrtc_workers() -> list[int]:
     """Process ids of the NVRTC worker processes below this test process."""
     return sorted(p.pid for p in _ours((), (NVRTC_WORKER,)))

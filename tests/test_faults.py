@@ -29,7 +29,14 @@ from asynccomp.backends import _nvrtc_workers
 
 from .filesystems import full_disk
 from .kernels import ARCH, broken_kernel, needs_nvcc, scale_kernel, slow_kernel
-from .processes import compiler_processes, nvrtc_workers, running_tool, wait_busy, wait_until
+from .processes import (
+    compiler_processes,
+    gone,
+    nvrtc_workers,
+    running_tool,
+    wait_busy,
+    wait_until,
+)
 
 NVRTC_MODES = ["processes", "threads"]
 
@@ -147,9 +154,7 @@ async def test_a_worker_that_died_idle_costs_no_job() -> None:
         assert (await engine.compile(CompileJob(scale_kernel(1.0)))).ok
         [idle] = nvrtc_workers()
         os.kill(idle, signal.SIGKILL)  # as an out-of-memory kill would
-        await wait_until(
-            lambda: not psutil.pid_exists(idle) or psutil.Process(idle).status() == "zombie"
-        )
+        await wait_until(lambda: gone([idle]))
         result = await engine.compile(CompileJob(scale_kernel(2.0), name="innocent"))
         assert result.ok, result.error
         assert nvrtc_workers() not in ([], [idle])

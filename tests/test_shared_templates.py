@@ -22,9 +22,9 @@ import pytest
 from asynccomp.workers import SHARED_TEMPLATES_ENV, PoolSettings, shared_folder, stop_shared
 from asynccomp.workers._sharing import share_path
 
-from .processes import REPO, run_cli
+from .processes import REPO, gone, run_cli
 from .servers import server_folder
-from .warm_tasks import gone, wait_gone
+from .warm_tasks import wait_gone
 
 # One pool in one process: its initializer's tag and process, its worker's, whether it
 # joined a shared template; its worker writes to standard error.

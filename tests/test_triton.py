@@ -923,7 +923,8 @@ def test_a_bad_screen_is_a_settings_error(screen: Any) -> None:
 def test_autotune_on_a_gpu_matches_tritons_own(tmp_path: Path) -> None:
     """A real autotune of the matmul (benchmarks/tuners/triton_sweep.py --gpu, each mode
     in a fresh process): the same best config as Triton's own given the same timings
-    (screened: one whose Triton timing is within 1.1x of the best's), every config's
+    (screened: Triton's best benchmarked in full, or screened out by its own brief
+    timing, since each process's timings differ by up to 14%), every config's
     cubin and output equal to Triton's own build's, close to torch's."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
@@ -951,7 +952,9 @@ def test_autotune_on_a_gpu_matches_tritons_own(tmp_path: Path) -> None:
     assert report.exists(), done.stdout + done.stderr
     checks = json.loads(report.read_text())
     assert checks["same_best"], (checks["asynccomp"]["best"], checks["triton"]["best"])
-    # Screened: a config within the brief benchmark's noise of Triton's best may win.
-    assert checks["screen_within"], checks["asynccomp-screen"]["regret"]
+    # Screened: each process chooses on its own timings, so a config within their noise of
+    # Triton's best may win; the screen must not have dropped Triton's best unfairly.
+    screened = checks["asynccomp-screen"]
+    assert checks["screen_within"], (screened["briefly"], screened["measured"])
     assert checks["outputs_equal"] and checks["close_to_torch"], done.stdout
     assert done.returncode == 0

@@ -24,6 +24,7 @@ pytest.importorskip("cloudpickle")
 import asynccomp.tvm
 
 from .ms_candidates import cuda_source, gated_build, saved_candidates
+from .processes import gone
 from .servers import server_folder
 from .warm_tasks import start_never_ready, wait_gone, within
 
@@ -70,16 +71,6 @@ def _claimed(gate: Path) -> int:
     return int((gate / "claimed").read_text())
 
 
-def _gone(pids: list[int]) -> bool:
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.NoSuchProcess:
-            continue
-    return True
-
-
 def _ok(results: list[Any]) -> list[str]:
     assert [r.error_msg for r in results] == [None] * len(results)
     return [r.artifact_path for r in results]
@@ -99,7 +90,7 @@ def test_same_artifacts_as_local_builder_and_warm_across_batches(server: Path) -
         assert builder.pool.pids() == pids  # the same two processes served both batches
     finally:
         builder.close()
-    assert _gone(pids)
+    assert gone(pids)
     # LocalBuilder's fresh workers import TVM inside each candidate's timeout (what the
     # warm builder fixes): its default 30 s is not always enough on a loaded machine.
     local = ms.builder.LocalBuilder(
@@ -149,7 +140,7 @@ def test_a_killed_worker_fails_only_its_candidate_and_is_replaced(server: Path, 
     finally:
         pids = builder.pool.pids()
         builder.close()
-    assert _gone(pids)
+    assert gone(pids)
 
 
 def test_the_timeout_counts_the_build_only(server: Path, gate: Path) -> None:
@@ -168,12 +159,12 @@ def test_the_timeout_counts_the_build_only(server: Path, gate: Path) -> None:
         assert results[0].artifact_path is None
         assert results[0].error_msg == f"LocalBuilder: Timeout, killed after {timeout} seconds"
         _ok(results[1:])
-        assert _gone([claimed])
+        assert gone([claimed])
         assert builder.pool.statistics().timed_out == 1
     finally:
         pids = builder.pool.pids()
         builder.close()
-    assert _gone(pids)
+    assert gone(pids)
 
 
 def test_workers_are_recycled_after_max_uses(server: Path) -> None:
@@ -185,11 +176,11 @@ def test_workers_are_recycled_after_max_uses(server: Path) -> None:
         _ok(builder.build(inputs))  # 2 builds, recycled, the third on its replacement
         stats = builder.pool.statistics()
         assert stats.recycled == 1 and stats.started == 2
-        assert _gone(first)
+        assert gone(first)
     finally:
         pids = builder.pool.pids()
         builder.close()
-    assert _gone(pids)
+    assert gone(pids)
 
 
 def test_idle_workers_are_released_and_come_back(server: Path) -> None:
@@ -203,7 +194,7 @@ def test_idle_workers_are_released_and_come_back(server: Path) -> None:
         while builder.pool.pids():
             assert time.monotonic() < deadline, "idle workers were not released"
             time.sleep(0.1)
-        assert _gone(first)
+        assert gone(first)
         _ok(builder.build(inputs))
         # Once after the batch; maybe once more before it (a builder unused for its
         # idle_release ends its workers too).
@@ -211,7 +202,7 @@ def test_idle_workers_are_released_and_come_back(server: Path) -> None:
     finally:
         pids = builder.pool.pids()
         builder.close()
-    assert _gone(pids)
+    assert gone(pids)
 
 
 def test_a_failing_initializer_is_a_typed_error() -> None:
@@ -224,7 +215,7 @@ def test_a_failing_initializer_is_a_typed_error() -> None:
     # and its RuntimeError base (WorkerStartFailed is one) but not its class.
     with pytest.raises(RuntimeError, match="no such toolkit here"):
         builder.build(saved_candidates()[:1])
-    assert _gone(pids)
+    assert gone(pids)
 
 
 def test_an_initializer_that_hangs_is_bounded(tmp_path: Path) -> None:
@@ -294,7 +285,7 @@ def test_workers_die_with_the_tuning_process(tmp_path: Path, signum: int) -> Non
         try:
             assert owner.stdout is not None
             pids = [int(pid) for pid in owner.stdout.readline().split()]
-            assert len(pids) == 2 and not _gone(pids)
+            assert len(pids) == 2 and not gone(pids)
             deadline = time.monotonic() + START
             while not marker.exists() or not marker.read_text():
                 assert time.monotonic() < deadline, "the task never started"
@@ -312,7 +303,7 @@ def test_workers_die_with_the_tuning_process(tmp_path: Path, signum: int) -> Non
         finally:
             owner.kill()
     deadline = time.monotonic() + 60
-    while not _gone(pids):
+    while not gone(pids):
         assert time.monotonic() < deadline, "workers outlived their builder's process"
         time.sleep(0.05)
 

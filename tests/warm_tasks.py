@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-import psutil
+from .processes import gone
 
 T = TypeVar("T")
 
@@ -207,16 +207,6 @@ def claimed(gate: Path, within: float) -> int:
         assert time.monotonic() < deadline, "nothing claimed the gate"
         time.sleep(0.05)
     return int((gate / "claimed").read_text())
-
-
-def gone(pids: list[int]) -> bool:
-    for each in pids:
-        try:
-            if psutil.Process(each).status() != psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.NoSuchProcess:
-            continue
-    return True
 
 
 def wait_gone(pids: list[int], within: float = 60.0) -> None:
