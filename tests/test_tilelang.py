@@ -293,6 +293,34 @@ def test_register_needs_a_known_backend() -> None:
     assert not atl.registered()
 
 
+def test_register_starts_the_workers_before_tilelang_and_the_engine_with_them(
+    results: list[CompileResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36: a register() as the program starts: the lowering workers' template is on
+    its way before this process imports TileLang (both import it at once), and the engine
+    starts in the background, so a first autotune finds both started."""
+    from asynccomp.tilelang import _facade, _pool
+    from asynccomp.tvm import _runtime
+
+    atl.shutdown()  # no workers, no engine
+    pools = []
+    importing = _facade._import_tilelang
+
+    def seen_importing() -> Any:
+        pools.append(_pool._pool)
+        return importing()
+
+    monkeypatch.setattr(_facade, "_import_tilelang", seen_importing)
+    atl.register(on_result=results.append, lowering_workers=1)
+    [started] = pools
+    assert started is not None and not started.closed
+    assert _pool.pool(1) is started  # the same workers: register()'s install kept them
+    starter = _runtime._runtime.starter
+    if starter is not None:  # (it may have ended already)
+        starter.join()
+    assert _runtime._runtime.engine is not None  # started with no compile asked for
+
+
 @needs_nvcc
 def test_on_the_compile_server_by_default(
     results: list[CompileResult], monkeypatch: pytest.MonkeyPatch

@@ -20,7 +20,14 @@ import pytest
 import asynccomp.gpu
 import asynccomp.tvm
 from asynccomp import CompileError
-from asynccomp.tvm import _arch, _render, compile_cuda, make_job, tvm_callback_cuda_compile
+from asynccomp.tvm import (
+    _arch,
+    _render,
+    _runtime,
+    compile_cuda,
+    make_job,
+    tvm_callback_cuda_compile,
+)
 
 from .kernels import broken_kernel, needs_nvcc, scale_kernel, slow_kernel
 
@@ -344,6 +351,32 @@ def test_child_after_fork_gets_its_own_engine() -> None:
     assert done.returncode == 0, done
     outcome = json.loads(done.stdout.splitlines()[-1])
     assert outcome == {"child": [ELF.hex(), True], "exit": 0, "parent_goes_on": True}, done
+
+
+def test_an_engine_started_in_the_background_is_the_one_compiles_use() -> None:
+    """register()'s early start: the engine starts on a thread of its own, and the first
+    compile finds it started (the same engine, no second one)."""
+    _runtime.start_in_background()
+    starter = _runtime._runtime.starter
+    if starter is not None:
+        starter.join()  # (it may already have ended)
+    started = _runtime._runtime.engine
+    assert started is not None and _runtime._runtime.starter is None
+    _runtime.start_in_background()  # one runs: nothing to start
+    assert _runtime._runtime.starter is None
+    assert compile_cuda(scale_kernel(1.0), arch="sm_90a")[:4] == ELF
+    assert _runtime._runtime.engine is started
+
+
+def test_shutdown_waits_for_a_background_start_and_leaves_no_engine() -> None:
+    """A shutdown() that comes while the engine starts in the background waits for the
+    start, and nothing started is left running; the next compile starts a fresh one."""
+    _runtime.start_in_background()
+    starter = _runtime._runtime.starter  # (None if it is done already)
+    asynccomp.tvm.shutdown()  # before the start, or after: it starts none, or it is closed
+    assert starter is None or not starter.is_alive()
+    assert _runtime._runtime.engine is None and _runtime._runtime.starter is None
+    assert compile_cuda(scale_kernel(2.0), arch="sm_90a")[:4] == ELF
 
 
 def test_prefetch_makes_the_callbacks_cache_hits() -> None:

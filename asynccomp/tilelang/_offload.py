@@ -54,23 +54,29 @@ def installed() -> bool:
     return bool(originals)
 
 
+def start(count: int | None = None, timeout: float | None = _pool.LOWERING_TIMEOUT) -> None:
+    """Start ``count`` lowering workers (default: one per CPU) in the background, or
+    keep those running (another ``count`` replaces them), each config for at most
+    ``timeout`` seconds. TileLang need not be imported here yet: the template the
+    workers fork from imports it, at the same time as this process does."""
+    size = count or cpus()
+    set_workers(size)
+    _pool.set_timeout(timeout)
+    _pool.pool(size)
+
+
 def install(count: int | None = None, timeout: float | None = _pool.LOWERING_TIMEOUT) -> None:
-    """Put the replacements in place, lowering on ``count`` workers (default: one per
-    CPU; idempotent, and another ``count`` ends the workers running), each config for at
-    most ``timeout`` seconds. The workers start now, in the background (TileLang is
-    imported once, in the template they are forked from), and live on, warm, for every
-    autotune and ``par_compile`` of the process."""
+    """Put the replacements in place, lowering on ``count`` workers (:func:`start`;
+    idempotent). The workers live on, warm, for every autotune and ``par_compile`` of
+    the process."""
     import sys
 
+    start(count, timeout)
     import tilelang
     from tilelang.autotuner.tuner import AutoTuneImpl, AutoTuner
 
     jit_module = sys.modules["tilelang.jit"]  # `tilelang.jit` is the decorator
 
-    size = count or cpus()
-    set_workers(size)
-    _pool.set_timeout(timeout)
-    _pool.pool(size)  # started (or replaced, for another count) in the background
     if not originals:
         originals["prepare"] = AutoTuner._prepare_compile_execution
         originals["make_compile"] = AutoTuneImpl._make_jit_compile_func

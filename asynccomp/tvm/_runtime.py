@@ -17,7 +17,9 @@ nvcc slots, the in-flight dedupe and the cache.
   the facade compiles with the local tiers alone, on the server as usual (a server it
   starts is started without the remote setting: ``Engine(server=..., remote_cache=False)``)
   or in this process.
-- Started lazily, on the first compile, under a lock (many threads may race to it).
+- Started lazily, on the first compile, under a lock (many threads may race to it), or
+  sooner by :func:`start_in_background` (``asynccomp.tilelang.register()``), on a thread
+  of its own that :func:`shutdown` waits for, so that a first compile finds it started.
 - One engine whatever the settings: the TVM preamble fast path
   (``$ASYNCCOMP_TVM_FAST_PATH``) and the dump folder (``$TVM_KERNEL_DUMP``) are read at
   every call and travel with each job (``CompileJob.tvm_fast_path``, ``.dump``), so
@@ -55,6 +57,7 @@ __all__ = (
     "fast_path_from_environment",
     "server_from_environment",
     "shutdown",
+    "start_in_background",
     "where",
 )
 
@@ -92,6 +95,8 @@ class _Runtime:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.engine: SyncEngine | None = None
+        self.starter: threading.Thread | None = None  # start_in_background()'s
+        self.generation = 0  # shutdown() counts: a start asked for before one is void
         self.where = "not started"
 
 
@@ -107,15 +112,52 @@ def engine() -> SyncEngine:
     if running is not None:
         return running
     with runtime.lock:
-        if runtime.engine is None:
-            # Jobs carry the fast path and dump root; the engine's own defaults stay.
-            server = server_from_environment()
-            runtime.engine = _start(server)
-            runtime.where = _where(runtime.engine, server)
-            # Said once per process: which server (each toolkit and server folder has
-            # its own, started on first use) or that it compiles in this process.
-            logger.info("asynccomp.tvm: compiling %s", runtime.where)
-        return runtime.engine
+        return _engine_locked(runtime)
+
+
+def _engine_locked(runtime: _Runtime) -> SyncEngine:
+    if runtime.engine is None:
+        # Jobs carry the fast path and dump root; the engine's own defaults stay.
+        server = server_from_environment()
+        runtime.engine = _start(server)
+        runtime.where = _where(runtime.engine, server)
+        # Said once per process: which server (each toolkit and server folder has its
+        # own, started on first use) or that it compiles in this process.
+        logger.info("asynccomp.tvm: compiling %s", runtime.where)
+    return runtime.engine
+
+
+def start_in_background() -> None:
+    """Start the facade engine now on a thread of its own and return at once, so that
+    the first compile finds it started (on the compile server: the server too) instead
+    of starting it. Nothing happens if it runs or is starting. A start that fails is
+    logged, and the first compile meets the failure again and reports it;
+    :func:`shutdown` waits for the thread."""
+    runtime = _runtime
+    with runtime.lock:
+        if runtime.engine is not None or runtime.starter is not None:
+            return
+        runtime.starter = threading.Thread(
+            target=_start_soon,
+            args=(runtime, runtime.generation),
+            name="asynccomp-engine-start",
+            daemon=True,  # an interpreter that exits mid-start: atexit's shutdown() waits
+        )
+        runtime.starter.start()
+
+
+def _start_soon(runtime: _Runtime, generation: int) -> None:
+    try:
+        with runtime.lock:
+            if runtime is not _runtime or runtime.generation != generation:
+                return  # shutdown() (or a fork) came first: start nothing
+            _engine_locked(runtime)
+    except Exception as exc:  # the first compile starts it again, and raises this
+        logger.warning("asynccomp: the engine did not start in the background: %s", exc)
+    finally:
+        with runtime.lock:
+            if runtime.starter is threading.current_thread():
+                runtime.starter = None
 
 
 def where() -> str:
@@ -186,9 +228,13 @@ def shutdown() -> None:
     """
     runtime = _runtime
     with runtime.lock:
+        runtime.generation += 1
         closing, runtime.engine = runtime.engine, None
+        starter = runtime.starter
     if closing is not None:
         closing.close(cancel_prefetched=True)
+    if starter is not None and starter is not threading.current_thread():
+        starter.join()  # it started the engine just closed, or starts none
 
 
 def _forget_after_fork() -> None:

@@ -52,11 +52,27 @@ fi
 # bitwise checks on the GPU. ENTRIES, MODES and CHECKS=0 narrow it.
 # FIRST=1: first, benchmarks/tuners/first_autotune.py: three tuning processes in a row
 # from nothing warm (the server and shared templates stopped), sharing on (issue 36).
+# FIRST_VARIANTS: which runs, in order (each from nothing warm; default "late"):
+#   late            register() just before the autotune (TileLang imported long before)
+#   early           register() as each process starts, before its `import tilelang`
+#   decorator-early the decorator's first autotune, registered early, one process (no
+#                   baseline: TileLang's own decorator takes 140 s on an H100)
 if [ "${FIRST:-0}" = 1 ]; then
-  timeout "${FIRST_TIMEOUT:-240}" python3 -m benchmarks.tuners.first_autotune --processes 3 \
-    --baseline tilelang-grouped --out "$OUT/first_autotune" -- --no-gpu --passes 2 \
-    --entry from_kernel --modes asynccomp-nvrtc-grouped --server "$@" 2>&1 \
-    | grep -v -e "configurations:" -e "Tuned Latency" -e "^\s*$" | tee "$OUT/first_autotune.txt"
+  for variant in ${FIRST_VARIANTS:-late}; do
+    case "$variant" in
+      late) first=(--processes 3 --baseline tilelang-grouped); sweep=(--entry from_kernel) ;;
+      early) first=(--processes 3 --baseline tilelang-grouped)
+        sweep=(--entry from_kernel --register-early) ;;
+      decorator-early) first=(--processes 1); sweep=(--entry decorator --register-early) ;;
+      *) echo "unknown FIRST_VARIANTS entry: $variant"; exit 2 ;;
+    esac
+    name=first_autotune; [ "$variant" = late ] || name="first_autotune_$variant"
+    timeout "${FIRST_TIMEOUT:-240}" python3 -m benchmarks.tuners.first_autotune "${first[@]}" \
+      --out "$OUT/$name" -- --no-gpu --passes 2 "${sweep[@]}" \
+      --modes asynccomp-nvrtc-grouped --server "$@" 2>&1 \
+      | grep -v -e "configurations:" -e "Tuned Latency" -e "^\s*$" -e "Compiling configurations" \
+      | tee "$OUT/$name.txt"
+  done
 fi
 ENTRIES="${ENTRIES:-from_kernel decorator}"
 MODES="${MODES:-tilelang tilelang-grouped asynccomp-nvcc asynccomp-nvcc-grouped asynccomp-nvrtc asynccomp-nvrtc-grouped}"

@@ -14,7 +14,9 @@ process's JSON is ``DIR/process_N.json``; the summary is a line per process: its
 and later autotunes (wall seconds), the load, and whether its lowering workers forked
 from a template an earlier process left. ``--shared off`` runs every process with
 ``ASYNCCOMP_SHARED_TEMPLATES=off``: the same sequence without sharing, to compare.
-It stops what it started at the end.
+It stops what it started at the end. ``--register-early`` among the sweep's arguments:
+each process registers as it starts, before its ``import tilelang`` (the baseline does
+not: it is TileLang's own).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def main() -> int:
     rows = []
     try:
         if args.baseline:
-            base = list(sweep_args)
+            base = [a for a in sweep_args if a != "--register-early"]  # asynccomp's alone
             if "--modes" in base:
                 base[base.index("--modes") + 1] = args.baseline
             else:
@@ -81,11 +83,17 @@ def main() -> int:
                     "load": mode["uptime"][0],
                     "best": mode["best_config"],
                     "lowering": mode.get("lowering"),
+                    "registered_before_s": mode.get("registered_before_s"),
                 }
                 rows.append(row)
                 print(
                     f"process {number} {mode['mode']}: autotunes {mode['wall_s_per_pass']} s, "
-                    f"load {row['load']:.2f}, lowering pool {row['lowering']}",
+                    f"load {row['load']:.2f}, lowering pool {row['lowering']}"
+                    + (
+                        f", registered {row['registered_before_s']} s before"
+                        if row["registered_before_s"] is not None
+                        else ""
+                    ),
                     flush=True,
                 )
     finally:

@@ -77,7 +77,35 @@ os.environ.setdefault("TILELANG_DISABLE_CACHE", "1")
 os.environ.setdefault("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
 os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
 
-import tilelang.language as T
+
+def _register_early(argv: list[str]) -> float:
+    """``--register-early``: ``asynccomp.tilelang.register()`` for the first of
+    ``--modes`` (an asynccomp one) as the program starts, before its ``import tilelang``,
+    as the TileLang guide tells users to; its engine and cache settings as ``run_mode``
+    makes them. When it was called (``time.perf_counter()``)."""
+    started = time.perf_counter()
+    mode = argv[argv.index("--modes") + 1].split(",")[0] if "--modes" in argv else ""
+    if not mode.startswith("asynccomp") or "inprocess" in mode:
+        sys.exit(f"--register-early: the first of --modes must be an asynccomp mode, not {mode!r}")
+    os.environ["ASYNCCOMP_SERVER"] = "auto" if "--server" in argv else "off"
+    os.environ["ASYNCCOMP_CACHE_DIR"] = tempfile.mkdtemp(prefix="tl-sweep-cache-")
+    import asynccomp.tilelang as atl
+
+    atl.register(
+        backend="nvcc" if mode.startswith("asynccomp-nvcc") else "nvrtc", pch="nopch" not in mode
+    )
+    return started
+
+
+#: When ``--register-early`` registered (``None``: each mode registers as it starts).
+REGISTERED_AT = (
+    _register_early(sys.argv) if __name__ == "__main__" and "--register-early" in sys.argv else None
+)
+
+import tilelang.language as T  # noqa: E402 - after an early register(), as a user's would be
+
+#: When this process had imported TileLang (its own import, after any early register()).
+IMPORTED_AT = time.perf_counter()
 
 MODES = ("tilelang", "tilelang-grouped", "asynccomp-nvcc", "asynccomp-nvrtc", "lowering-only")
 ALL_MODES = (
@@ -88,6 +116,8 @@ ALL_MODES = (
     "asynccomp-nvcc-inprocess",
     "asynccomp-nvrtc-inprocess",
 )
+#: The modes run_mode() ran in this process, in order.
+RUN_MODES: list[str] = []
 #: What "lowering-only" answers with: each kernel's binary from an earlier mode, by source.
 EARLIER: dict[str, bytes] = {}
 CONFIGS = [
@@ -237,9 +267,12 @@ def run_mode(
 
     import asynccomp.tilelang as atl
 
-    atl.shutdown()  # a fresh engine and an empty cache for each mode
-    cache = tempfile.mkdtemp(prefix="tl-sweep-cache-")
-    os.environ["ASYNCCOMP_CACHE_DIR"] = cache
+    early = REGISTERED_AT is not None and not RUN_MODES
+    if not early:  # (the early register()'s engine and cache are this mode's)
+        atl.shutdown()  # a fresh engine and an empty cache for each mode
+        os.environ["ASYNCCOMP_CACHE_DIR"] = tempfile.mkdtemp(prefix="tl-sweep-cache-")
+    cache = os.environ["ASYNCCOMP_CACHE_DIR"]
+    RUN_MODES.append(mode)
     if mode.startswith("asynccomp"):
         backend = "nvcc" if mode.startswith("asynccomp-nvcc") else "nvrtc"
         atl.register(
@@ -280,6 +313,7 @@ def run_mode(
     rows: list[dict[str, Any]] = []
     best: list[dict[str, Any] | None] = []
     watch = None
+    first_start = None
     try:
         for number in range(args.passes):
             kernels.clear()
@@ -289,6 +323,7 @@ def run_mode(
             recorder.t0 = t0
             if number == 0 and mode.startswith("asynccomp"):
                 watch = ReadyWatch(t0)
+                first_start = t0
             if args.entry == "decorator":
                 tuned = decorated(args.size, configs, args.arch, grouped, args.group)
                 tuned()  # the autotune; its best kernel then
@@ -341,6 +376,9 @@ def run_mode(
         row["lowering"] = {"started": said.started, "forked": said.forked, "joined": said.joined}
         # [seconds from the first pass's start, template ready, workers ready] at each change
         row["lowering_ready"] = ready
+    if early and first_start is not None and REGISTERED_AT is not None:  # set-up since
+        row["registered_before_s"] = round(first_start - REGISTERED_AT, 2)
+        row["tilelang_imported_before_s"] = round(first_start - IMPORTED_AT, 2)
     if mode.startswith("asynccomp-nvrtc") and "nopch" not in mode:
         pool = _local_pool()
         if pool is not None:
@@ -547,6 +585,11 @@ def main() -> int:
         "at most the CPUs); 0: TileLang's default, int(0.9 * CPUs)",
     )
     parser.add_argument("--server", action="store_true", help="asynccomp on the compile server")
+    parser.add_argument(
+        "--register-early",
+        action="store_true",
+        help="register() for the first mode as the program starts, before TileLang's import",
+    )
     parser.add_argument("--no-gpu", action="store_true", help="compile only; run nothing")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
