@@ -74,6 +74,26 @@ def _close(pool: WorkerPool, gate: Path | None = None, stopped: list[int] | None
 # -- what a task gives back -----------------------------------------------------------------
 
 
+@pytest.mark.parametrize("fork", [True, False])
+def test_workers_get_the_environment_their_pool_was_made_in(
+    fork: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36: a template or worker starts on the pool's thread while the caller goes
+    on (TileLang's import sets four variables meanwhile): workers get, and a shared
+    template is named after, the environment as the pool was made. asynccomp's own
+    variables are read as they are used, so a worker has them as they are now."""
+    monkeypatch.delenv("PROBE", raising=False)
+    pool = pool_of(1, eager=False, fork=fork)  # nothing starts before the first task
+    try:
+        monkeypatch.setenv("PROBE", "set after the pool was made")
+        monkeypatch.setenv("ASYNCCOMP_PROBE", "set after the pool was made")
+        probes = pool.map(warm_tasks.environ_of, [("PROBE",), ("ASYNCCOMP_PROBE",)])
+        assert [r.value for r in probes] == [None, "set after the pool was made"]
+        assert pool.statistics().forked == int(fork)
+    finally:
+        pool.close()
+
+
 def test_a_result_that_does_not_pickle_is_its_tasks_typed_error() -> None:
     """N1: the worker survives its own result; the task says what did not travel."""
     pool = pool_of(1)

@@ -51,6 +51,7 @@ class Core(Starts):
     def __init__(self, settings: PoolSettings) -> None:
         self.settings = settings
         self.owner = os.getpid()
+        self.environ = _os.child_environ()  # as it is now (Starts.environ says why)
         self.lock = threading.Lock()
         self.queue: collections.deque[Task] = collections.deque()
         self.workers: dict[int, Worker] = {}  # by results fd
@@ -162,9 +163,8 @@ class Core(Starts):
         if self.closed:
             return
         release = self.settings.idle_release
-        # Idle: nothing queued, running, starting or awaited (the idle clock starts
-        # again as the last start ends: a template importing TVM may take longer than
-        # the release's delay).
+        # Idle: nothing queued, running, starting or awaited (the idle clock starts again
+        # as the last start ends: a template importing TVM may outlast the release).
         idle = not self.queue and not self.ready_waiters
         idle = idle and all(w.state is WorkerState.IDLE for w in self.workers.values())
         idle = idle and (self.template is None or self.template.ready)

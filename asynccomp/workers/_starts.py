@@ -62,6 +62,12 @@ _TEMPLATE_DEFAULTS = {
 _LEFT_RUNNING: list[subprocess.Popen[bytes]] = []
 
 
+def _own_variables() -> dict[str, str]:
+    """asynccomp's own variables as this process has them now: a worker's, whatever the
+    rest of its environment (read as they are used, they are no template's)."""
+    return {k: v for k, v in os.environ.items() if k.startswith(OWN_VARIABLES)}
+
+
 def _output() -> list[int]:
     """This process's standard output and error (where both are open): its forked
     workers write there, not to the template's (a shared one may be another process's)."""
@@ -78,6 +84,11 @@ class Starts:
 
     settings: PoolSettings
     owner: int
+    #: This process's environment as the pool was made, not as it is when a template or
+    #: worker starts on the pool's thread: the caller may go on changing it meanwhile
+    #: (TileLang's import sets four variables), and a shared template's name must not
+    #: depend on how far it got.
+    environ: dict[str, str]
     queue: collections.deque[Task]
     workers: dict[int, Worker]
     template: Template | None
@@ -119,7 +130,7 @@ class Starts:
 
     def _environ(self) -> dict[str, str]:
         """A template's environment."""
-        return {**_TEMPLATE_DEFAULTS, **_os.child_environ()} | dict(self.settings.environ)
+        return {**_TEMPLATE_DEFAULTS, **self.environ} | dict(self.settings.environ)
 
     def _start_template(self) -> None:
         environ = self._environ()
@@ -252,7 +263,7 @@ class Starts:
                 process = subprocess.Popen(
                     self._command("_child", *theirs, self.owner, self.settings.name),
                     pass_fds=theirs,
-                    env={**_os.child_environ(), **environ},
+                    env={**self.environ, **_own_variables(), **environ},
                     cwd=self.settings.cwd,
                     start_new_session=True,
                 )
@@ -280,8 +291,7 @@ class Starts:
             # asynccomp's own variables as this process has them now (a shared template
             # is not keyed on them); every other one is the template's, which its key
             # says is this process's, with what its initializers set.
-            own = {k: v for k, v in os.environ.items() if k.startswith(OWN_VARIABLES)}
-            environ = own | environ
+            environ = _own_variables() | environ
         for fd in theirs:
             os.close(fd)
         os.set_blocking(results_read, False)

@@ -40,10 +40,17 @@ export PYTHONPATH="$SITE:$PWD" PATH="$SITE/bin:$PATH:$CUDA_PATH/bin"
 nvidia-smi -L | tee "$OUT/gpu.txt"
 python3 -c "import tilelang, torch, cuda.bindings; print(tilelang.__version__, torch.__version__, \
 cuda.bindings.__version__, torch.cuda.is_available())" 2>&1 | tee -a "$OUT/gpu.txt"
-# SKIP_TESTS=1: the sweep only (the tests are in the whole suite's run too).
-if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_tilelang.py tests/test_nvrtc_pch.py \
-    2>&1 | tail -15 | tee "$OUT/pytest_tilelang.txt"
+# SKIP_TESTS=1: the sweep only (the tests are in the whole suite's run too); =after: the
+# tests after the FIRST block (which then finds the machine fresh). TESTS: which (the
+# default: the TileLang tests and NVRTC's PCH).
+run_tests() {
+  # shellcheck disable=SC2086 # TESTS is a list of arguments
+  timeout "${TESTS_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -rfE \
+    ${TESTS:-tests/test_tilelang.py tests/test_nvrtc_pch.py} 2>&1 | tail -15 \
+    | tee "$OUT/pytest_tilelang.txt"
+}
+if [ "${SKIP_TESTS:-0}" = 0 ]; then
+  run_tests
 fi
 # Issue 27: each mode in a fresh process (a mode's first autotune then pays what a user's
 # first one pays: TileLang's imports in the lowering workers, the engine's start), through
@@ -73,6 +80,9 @@ if [ "${FIRST:-0}" = 1 ]; then
       | grep -v -e "configurations:" -e "Tuned Latency" -e "^\s*$" -e "Compiling configurations" \
       | tee "$OUT/$name.txt"
   done
+fi
+if [ "${SKIP_TESTS:-0}" = after ]; then
+  run_tests
 fi
 ENTRIES="${ENTRIES:-from_kernel decorator}"
 MODES="${MODES:-tilelang tilelang-grouped asynccomp-nvcc asynccomp-nvcc-grouped asynccomp-nvrtc asynccomp-nvrtc-grouped}"
