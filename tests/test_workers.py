@@ -329,6 +329,8 @@ def test_workers_never_ready_are_a_typed_error(start: float, gate: Path, fork: b
         assert "start_timeout" in str(result.value)
         started = [int(line) for line in (gate / "started").read_text().split()]
         assert len(started) == 3
+        with pool._core.lock:  # given up: no template is started again (and again)
+            assert not pool._core.primed and pool._core.template is None
         wait_gone(started)
         assert pool.pids() == [] and not pool.closed
     finally:

@@ -323,6 +323,7 @@ class Starts:
             self._resolve(task, TaskResult("start_failed", error))
         self.queue.clear()
         self.wanted = sum(w.state is not WorkerState.STARTING for w in self.workers.values())
+        self.primed = False  # no template started again and again: the next task, or prime()
         self._resolve_waiters(error)
 
     def _resolve_waiters(self, error: BaseException | None) -> None:
