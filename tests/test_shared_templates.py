@@ -19,9 +19,16 @@ from typing import Any
 
 import pytest
 
-from asynccomp.workers import SHARED_TEMPLATES_ENV, PoolSettings, shared_folder, stop_shared
+from asynccomp.workers import (
+    SHARED_TEMPLATES_ENV,
+    PoolSettings,
+    WorkerPool,
+    shared_folder,
+    stop_shared,
+)
 from asynccomp.workers._sharing import share_path
 
+from . import warm_tasks
 from .processes import REPO, gone, run_cli
 from .servers import server_folder
 from .warm_tasks import wait_gone
@@ -185,6 +192,31 @@ def test_each_worker_runs_in_its_own_processs_environment(folder: Path) -> None:
     assert third["joined"] == 0 and third["env"]["PROBE"] == "x"
 
 
+def test_a_templates_name_is_its_process_as_the_pool_was_made(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36: a template starts on its pool's thread while the caller goes on (an early
+    ``register()``: TileLang's import adds import folders and variables meanwhile). Its
+    name is of the process as the pool was made, so the next process, which makes its
+    pool at the same point, joins it; it did not on the GPU machine."""
+    monkeypatch.delenv(SHARED_TEMPLATES_ENV, raising=False)
+    settings = PoolSettings("made-test", 1, eager=False, share_in=folder)
+    first = WorkerPool(settings)  # nothing starts before its first task
+    try:
+        with monkeypatch.context() as meanwhile:
+            meanwhile.syspath_prepend(str(folder))
+            meanwhile.setenv("PROBE", "set after the pool was made")
+            assert first.submit(warm_tasks.pid).result().outcome == "done"
+        second = WorkerPool(settings)
+        try:
+            assert second.submit(warm_tasks.pid).result().outcome == "done"
+            assert second.statistics().joined == 1
+        finally:
+            second.close()
+    finally:
+        first.close()
+
+
 def test_a_templates_name_leaves_out_what_tasks_set_themselves(
     folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -192,7 +224,10 @@ def test_a_templates_name_leaves_out_what_tasks_set_themselves(
     plain = PoolSettings("t", 1, share_in=folder)
     triton_like = PoolSettings("t", 1, share_in=folder, task_variables=("TRITON_",))
     one, two = {"TRITON_CACHE_DIR": "/one"}, {"TRITON_CACHE_DIR": "/two"}
-    assert share_path(plain, one) != share_path(plain, two)  # may be read at import
-    assert share_path(triton_like, one) == share_path(triton_like, two)  # set per task
-    assert share_path(plain, {"ASYNCCOMP_CACHE_DIR": "/a"}) == share_path(plain, {})
-    assert share_path(PoolSettings("t", 1), {}) is None  # no folder: not shared
+    path = sys.path
+    assert share_path(plain, one, path) != share_path(plain, two, path)  # read at import?
+    assert share_path(triton_like, one, path) == share_path(triton_like, two, path)  # per task
+    assert share_path(plain, {"ASYNCCOMP_CACHE_DIR": "/a"}, path) == share_path(plain, {}, path)
+    assert share_path(PoolSettings("t", 1), {}, path) is None  # no folder: not shared
+    # Another import path (one more folder, as TileLang's import adds): another template
+    assert share_path(plain, {}, [*path, str(folder)]) != share_path(plain, {}, path)

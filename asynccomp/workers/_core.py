@@ -51,7 +51,7 @@ class Core(Starts):
     def __init__(self, settings: PoolSettings) -> None:
         self.settings = settings
         self.owner = os.getpid()
-        self.environ = _os.child_environ()  # as it is now (Starts.environ says why)
+        self.environ, self.path = _os.child_environ(), list(sys.path)  # see Starts.environ
         self.lock = threading.Lock()
         self.queue: collections.deque[Task] = collections.deque()
         self.workers: dict[int, Worker] = {}  # by results fd

@@ -15,7 +15,7 @@ import hashlib
 import os
 import pickle
 import socket
-import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from . import _frames
@@ -91,8 +91,9 @@ def _stat(path: Path) -> str:
     return f"{path} {st.st_mtime_ns} {st.st_size}"
 
 
-def share_path(settings: PoolSettings, environ: dict[str, str]) -> Path | None:
-    """Where the template of ``settings`` (started with ``environ``) is shared, or
+def share_path(settings: PoolSettings, environ: dict[str, str], path: Sequence[str]) -> Path | None:
+    """Where the template of ``settings`` (started with ``environ``, by a process whose
+    import path is ``path``) is shared, or
     ``None`` where it is not (no :attr:`~PoolSettings.share_in`, sharing turned off, a
     socket path too long, initializers that do not pickle)."""
     if settings.share_in is None or not sharing_enabled():
@@ -113,13 +114,13 @@ def share_path(settings: PoolSettings, environ: dict[str, str]) -> Path | None:
             if k not in _NOISE and not k.startswith((*_NOISE_PREFIXES, *settings.task_variables))
         ),
         *(_stat(p) for p in sorted(_PACKAGE.rglob("*.py"))),
-        *(_installed(p) for p in sys.path),
+        *(_installed(p) for p in path),
     ):
         digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
     digest.update(initializers)
-    path = settings.share_in / f"tpl-{digest.hexdigest()[:16]}.sock"
+    where = settings.share_in / f"tpl-{digest.hexdigest()[:16]}.sock"
     # A Unix socket's path has at most 107 bytes (Linux).
-    return path if len(os.fsencode(path)) <= 107 else None
+    return where if len(os.fsencode(where)) <= 107 else None
 
 
 def stop_shared(folder: Path) -> int:

@@ -84,11 +84,12 @@ class Starts:
 
     settings: PoolSettings
     owner: int
-    #: This process's environment as the pool was made, not as it is when a template or
-    #: worker starts on the pool's thread: the caller may go on changing it meanwhile
-    #: (TileLang's import sets four variables), and a shared template's name must not
-    #: depend on how far it got.
+    #: This process's environment and import path as the pool was made, not as they are
+    #: when a template or worker starts on the pool's thread: the caller may go on
+    #: changing them meanwhile (TileLang's import sets four variables and adds two
+    #: import folders), and a shared template's name must not depend on how far it got.
     environ: dict[str, str]
+    path: list[str]
     queue: collections.deque[Task]
     workers: dict[int, Worker]
     template: Template | None
@@ -136,7 +137,7 @@ class Starts:
         environ = self._environ()
         _LEFT_RUNNING[:] = [p for p in _LEFT_RUNNING if p.poll() is None]
         if self.share is None:
-            self.share = share_path(self.settings, environ) or False
+            self.share = share_path(self.settings, environ, self.path) or False
         start = self.settings.start_timeout
         deadline = time.monotonic() + (start or math.inf)
         if self.share and self._join_template(self.share, deadline):
