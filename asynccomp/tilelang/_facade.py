@@ -262,9 +262,9 @@ def register(
         else:
             _offload.uninstall()
     # The engine (the compile server, started if none runs) starts now too, overlapped
-    # with the user's own set-up. Its NVRTC workers start with the first compiles: warmed
-    # here as well, on 2 cores they competed with the two TileLang imports and held the
-    # first compiles back (a first autotune of 9.3-13.2 s against 5.4-5.6 s unwarmed).
+    # with the user's own set-up. Its NVRTC workers start with the first compiles: a
+    # warm-up here showed no gain on 2 cores, where it competes with the two TileLang
+    # imports (benchmarks/RESULTS.md, thirteenth session).
     _runtime.start_in_background()
 
 

@@ -46,7 +46,7 @@ cuda.bindings.__version__, torch.cuda.is_available())" 2>&1 | tee -a "$OUT/gpu.t
 run_tests() {
   # shellcheck disable=SC2086 # TESTS is a list of arguments
   timeout "${TESTS_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -rfE \
-    ${TESTS:-tests/test_tilelang.py tests/test_nvrtc_pch.py} 2>&1 | tail -15 \
+    ${TESTS:-tests/test_tilelang.py tests/test_nvrtc_pch.py} 2>&1 | tail -40 \
     | tee "$OUT/pytest_tilelang.txt"
 }
 if [ "${SKIP_TESTS:-0}" = 0 ]; then
