@@ -83,12 +83,15 @@ def test_workers_get_the_environment_their_pool_was_made_in(
     template is named after, the environment as the pool was made. asynccomp's own
     variables are read as they are used, so a worker has them as they are now."""
     monkeypatch.delenv("PROBE", raising=False)
+    monkeypatch.setenv("ASYNCCOMP_GONE", "removed after the pool was made")
     pool = pool_of(1, eager=False, fork=fork)  # nothing starts before the first task
     try:
         monkeypatch.setenv("PROBE", "set after the pool was made")
         monkeypatch.setenv("ASYNCCOMP_PROBE", "set after the pool was made")
-        probes = pool.map(warm_tasks.environ_of, [("PROBE",), ("ASYNCCOMP_PROBE",)])
-        assert [r.value for r in probes] == [None, "set after the pool was made"]
+        monkeypatch.delenv("ASYNCCOMP_GONE")
+        names = [("PROBE",), ("ASYNCCOMP_PROBE",), ("ASYNCCOMP_GONE",)]
+        probes = pool.map(warm_tasks.environ_of, names)
+        assert [r.value for r in probes] == [None, "set after the pool was made", None]
         assert pool.statistics().forked == int(fork)
     finally:
         pool.close()

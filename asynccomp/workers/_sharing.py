@@ -93,9 +93,9 @@ def _stat(path: Path) -> str:
 
 def share_path(settings: PoolSettings, environ: dict[str, str], path: Sequence[str]) -> Path | None:
     """Where the template of ``settings`` (started with ``environ``, by a process whose
-    import path is ``path``) is shared, or
-    ``None`` where it is not (no :attr:`~PoolSettings.share_in`, sharing turned off, a
-    socket path too long, initializers that do not pickle)."""
+    import path is ``path``) is shared, or ``None`` where it is not (no
+    :attr:`~PoolSettings.share_in`, sharing turned off, a socket path too long,
+    initializers that do not pickle)."""
     if settings.share_in is None or not sharing_enabled():
         return None
     try:

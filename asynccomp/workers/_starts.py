@@ -68,6 +68,11 @@ def _own_variables() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith(OWN_VARIABLES)}
 
 
+def _others(environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` without asynccomp's own variables."""
+    return {k: v for k, v in environ.items() if not k.startswith(OWN_VARIABLES)}
+
+
 def _output() -> list[int]:
     """This process's standard output and error (where both are open): its forked
     workers write there, not to the template's (a shared one may be another process's)."""
@@ -264,7 +269,7 @@ class Starts:
                 process = subprocess.Popen(
                     self._command("_child", *theirs, self.owner, self.settings.name),
                     pass_fds=theirs,
-                    env={**self.environ, **_own_variables(), **environ},
+                    env={**_others(self.environ), **_own_variables(), **environ},
                     cwd=self.settings.cwd,
                     start_new_session=True,
                 )
