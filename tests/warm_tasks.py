@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import psutil
+
 from .processes import gone
 
 T = TypeVar("T")
@@ -212,8 +214,20 @@ def claimed(gate: Path, within: float) -> int:
 def wait_gone(pids: list[int], within: float = 60.0) -> None:
     deadline = time.monotonic() + within
     while not gone(pids):
-        assert time.monotonic() < deadline, f"{pids} outlived their pool"
+        assert time.monotonic() < deadline, f"{_described(pids)} outlived their pool"
         time.sleep(0.05)
+
+
+def _described(pids: list[int]) -> list[str]:
+    """Each process of ``pids`` still there: its pid, name, parent and command line."""
+    said = []
+    for each in pids:
+        try:
+            process = psutil.Process(each)
+            said.append(f"{each} {process.name()} (parent {process.ppid()}): {process.cmdline()}")
+        except psutil.Error:
+            continue
+    return said
 
 
 def within(seconds: float, call: Callable[[], T], what: str) -> T:

@@ -44,8 +44,16 @@ cuda.bindings.__version__, torch.cuda.is_available())" 2>&1 | tee -a "$OUT/gpu.t
 # tests after the FIRST block (which then finds the machine fresh). TESTS: which (the
 # default: the TileLang tests and NVRTC's PCH).
 run_tests() {
+  # trio and its dependencies for the tests' trio variants (TileLang's site has none),
+  # from .device/wheels where the command carries it, last on the path: nothing of
+  # TileLang's (its apache-tvm-ffi) is replaced.
+  local extra=/tmp/site-trio
+  if [ ! -d "$extra/trio" ] && ls .device/wheels/trio-*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --target "$extra" \
+      .device/wheels/{trio,outcome,sortedcontainers,attrs,idna,sniffio}-*.whl || true
+  fi
   # shellcheck disable=SC2086 # TESTS is a list of arguments
-  timeout "${TESTS_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -rfE \
+  PYTHONPATH="$PYTHONPATH:$extra" timeout "${TESTS_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -rfE \
     ${TESTS:-tests/test_tilelang.py tests/test_nvrtc_pch.py} 2>&1 | tail -40 \
     | tee "$OUT/pytest_tilelang.txt"
 }
