@@ -42,6 +42,8 @@ __all__ = (
 
 # -- processes ---------------------------------------------------------------------------
 
+_PROC = Path("/proc/self").is_dir()  # whether /proc answers for a process that exists
+
 
 def _state(pid: int) -> bytes | None:
     """The state letter of ``/proc/<pid>/stat`` (``R``, ``S``, ``T``, ``Z``, ...), or
@@ -64,7 +66,10 @@ def running(pid: int) -> bool:
         return False
     except PermissionError:  # another user's process
         return True
-    return _state(pid) not in (b"Z", b"X")  # None: no /proc to ask, and it exists
+    state = _state(pid)
+    if state is None:  # no /proc to ask (the kill said it exists), or it was reaped since
+        return not _PROC
+    return state not in (b"Z", b"X")
 
 
 def stopped(pid: int) -> bool:

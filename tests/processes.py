@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import psutil
 
-from asynccomp._os import python_path
+from asynccomp._os import python_path, running
 
 __all__ = (
     "NVRTC_TEMPLATE",
@@ -53,16 +53,9 @@ def compiler_processes() -> list[psutil.Process]:
 
 
 def gone(pids: list[int]) -> bool:
-    """Whether every process in ``pids`` has ended (a zombie not yet reaped counts as
-    ended). Reaping can come between any two looks at a process, so every look is one
-    call that may find it gone."""
-    for each in pids:
-        try:
-            if psutil.Process(each).status() != psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.NoSuchProcess:
-            continue
-    return True
+    """Whether every process in ``pids`` has ended (asynccomp's own rule: a zombie not
+    yet reaped has)."""
+    return not any(running(each) for each in pids)
 
 
 def nvrtc_workers() -> list[int]:
