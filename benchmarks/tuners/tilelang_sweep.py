@@ -89,12 +89,19 @@ def _register_early(argv: list[str]) -> float:
         sys.exit(f"--register-early: the first of --modes must be an asynccomp mode, not {mode!r}")
     os.environ["ASYNCCOMP_SERVER"] = "auto" if "--server" in argv else "off"
     os.environ["ASYNCCOMP_CACHE_DIR"] = tempfile.mkdtemp(prefix="tl-sweep-cache-")
+    _register(mode)
+    return started
+
+
+def _register(mode: str) -> None:
+    """``asynccomp.tilelang.register()`` as asynccomp ``mode`` asks."""
     import asynccomp.tilelang as atl
 
     atl.register(
-        backend="nvcc" if mode.startswith("asynccomp-nvcc") else "nvrtc", pch="nopch" not in mode
+        backend="nvcc" if mode.startswith("asynccomp-nvcc") else "nvrtc",
+        pch="nopch" not in mode,
+        lower_in_workers="inprocess" not in mode,
     )
-    return started
 
 
 #: When ``--register-early`` registered (``None``: each mode registers as it starts).
@@ -274,12 +281,7 @@ def run_mode(
     cache = os.environ["ASYNCCOMP_CACHE_DIR"]
     RUN_MODES.append(mode)
     if mode.startswith("asynccomp"):
-        backend = "nvcc" if mode.startswith("asynccomp-nvcc") else "nvrtc"
-        atl.register(
-            backend=backend,  # type: ignore[arg-type]
-            pch="nopch" not in mode,
-            lower_in_workers="inprocess" not in mode,
-        )
+        _register(mode)
         recorder = Recorder(atl.tilelang_callback_cuda_compile)
     elif mode == "lowering-only":
         atl.unregister()
