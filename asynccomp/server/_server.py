@@ -136,6 +136,10 @@ class Server:
         wait for it)."""
         await self.scheduler.warm_up()
         self._warmed = True
+        # The pool tells its watchers on a later turn of the loop; tell the clients the
+        # count now, so that a client's WarmedUp comes after the Workers that it implies
+        # (its statistics() show every worker once warm_up() returns).
+        self._workers_changed()
 
     # -- life --------------------------------------------------------------------------------
 
