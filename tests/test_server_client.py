@@ -87,6 +87,21 @@ async def test_a_call_status_and_warm_up_at_once_on_one_connection(socket_path: 
     assert events.started_jobs == [0] and outcome.filename == slow.prepared.filename
 
 
+async def test_a_warm_up_answers_after_the_worker_count_it_made(socket_path: Path) -> None:
+    """The count of workers comes in Workers messages and the warm-up's answer in
+    another: the server sends the count first, so a client's statistics show every
+    worker as soon as warm_up() returns (the pool tells the server a loop turn later;
+    answered before that, a client saw 1 worker of 2)."""
+    client = ServerClient(socket_path)
+    async with anyio.create_task_group() as tg:
+        await client.start(tg)
+        assert client.workers() == 0  # a fresh server starts workers as jobs need them
+        with anyio.fail_after(120):
+            await client.warm_up()
+        assert client.workers() == client.slots()["nvrtc"]
+        await client.aclose()
+
+
 async def wait_for_outcome(events: Told, index: int) -> None:
     with anyio.fail_after(120):
         while index not in events.outcomes:  # noqa: ASYNC110 - the runner's events, plain
