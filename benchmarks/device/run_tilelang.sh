@@ -72,6 +72,9 @@ fi
 #   early           register() as each process starts, before its `import tilelang`
 #   decorator-early the decorator's first autotune, registered early, one process (no
 #                   baseline: TileLang's own decorator takes 140 s on an H100)
+#   early-nopch     "early" with no precompiled header (register(pch=False)): what the
+#                   machine's first process pays for making one PCH in every worker, in
+#                   an autotune where each worker compiles once
 if [ "${FIRST:-0}" = 1 ]; then
   for variant in ${FIRST_VARIANTS:-late}; do
     case "$variant" in
@@ -79,12 +82,15 @@ if [ "${FIRST:-0}" = 1 ]; then
       early) first=(--processes 3 --baseline tilelang-grouped)
         sweep=(--entry from_kernel --register-early) ;;
       decorator-early) first=(--processes 1); sweep=(--entry decorator --register-early) ;;
+      early-nopch) first=(--processes 3 --baseline tilelang-grouped)
+        sweep=(--entry from_kernel --register-early) ;;
       *) echo "unknown FIRST_VARIANTS entry: $variant"; exit 2 ;;
     esac
+    mode=asynccomp-nvrtc-grouped; [ "$variant" = early-nopch ] && mode=asynccomp-nvrtc-nopch-grouped
     name=first_autotune; [ "$variant" = late ] || name="first_autotune_$variant"
     timeout "${FIRST_TIMEOUT:-240}" python3 -m benchmarks.tuners.first_autotune "${first[@]}" \
       --out "$OUT/$name" -- --no-gpu --passes 2 "${sweep[@]}" \
-      --modes asynccomp-nvrtc-grouped --server "$@" 2>&1 \
+      --modes "$mode" --server "$@" 2>&1 \
       | grep -v -e "configurations:" -e "Tuned Latency" -e "^\s*$" -e "Compiling configurations" \
       | tee "$OUT/$name.txt"
   done

@@ -22,8 +22,8 @@ CPUs, for every mode):
 - ``asynccomp-nvrtc``: ``register(backend="nvrtc", pch=True)``: NVRTC worker processes
   that keep a precompiled header of TileLang's headers (another compiler: other SASS);
 - ``asynccomp-nvrtc-nopch``: the same without the PCH (not in the default list);
-- ``asynccomp-nvcc-grouped``, ``asynccomp-nvrtc-grouped`` (not in the default list):
-  TileLang's grouped compile with ``register()``;
+- ``asynccomp-nvcc-grouped``, ``asynccomp-nvrtc-grouped``, ``asynccomp-nvrtc-nopch-grouped``
+  (not in the default list): TileLang's grouped compile with ``register()``;
 - ``asynccomp-nvcc-inprocess``, ``asynccomp-nvrtc-inprocess`` (not in the default list):
   ``register(lower_in_workers=False)``, TileLang's own threads lowering in this process
   (every other asynccomp mode lowers in worker processes, ``register()``'s default);
@@ -120,6 +120,7 @@ ALL_MODES = (
     "asynccomp-nvrtc-nopch",
     "asynccomp-nvcc-grouped",
     "asynccomp-nvrtc-grouped",
+    "asynccomp-nvrtc-nopch-grouped",
     "asynccomp-nvcc-inprocess",
     "asynccomp-nvrtc-inprocess",
 )
