@@ -11,6 +11,7 @@ import pytest
 
 # The team's key and a real Redis, for every module (the key is set per test, by
 # monkeypatch: a remote tier's test asks for it, and no other test sees it).
+from asynccomp.backends._nvrtc_pch_hints import AHEAD_ENV
 from asynccomp.workers import SHARED_TEMPLATES_ENV
 
 from .ray_cluster import short_ray_tmpdir
@@ -26,6 +27,7 @@ _WRITTEN_KEY = pytest.StashKey[list[str]]()
 _SERVER_SETTING_KEY = pytest.StashKey[str | None]()
 #: $ASYNCCOMP_SHARED_TEMPLATES as this process found it.
 _SHARING_KEY = pytest.StashKey[str | None]()
+_AHEAD_KEY = pytest.StashKey[str | None]()
 #: Ray's temporary folder this process made for the session (``None``: none needed).
 _RAY_TMPDIR_KEY = pytest.StashKey[Path | None]()
 
@@ -44,6 +46,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # turns sharing on for its own processes).
     config.stash[_SHARING_KEY] = os.environ.get(SHARED_TEMPLATES_ENV)
     os.environ[SHARED_TEMPLATES_ENV] = "off"
+    # Nor does a PCH hint reach another test's server (tests/test_pch_hints.py turns
+    # making them ahead on for its own).
+    config.stash[_AHEAD_KEY] = os.environ.get(AHEAD_ENV)
+    os.environ[AHEAD_ENV] = "off"
     ray_tmpdir = short_ray_tmpdir()
     config.stash[_RAY_TMPDIR_KEY] = ray_tmpdir
     if ray_tmpdir is not None:
@@ -73,7 +79,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    settings = ((_SERVER_SETTING_KEY, "ASYNCCOMP_SERVER"), (_SHARING_KEY, SHARED_TEMPLATES_ENV))
+    settings = (
+        (_SERVER_SETTING_KEY, "ASYNCCOMP_SERVER"),
+        (_SHARING_KEY, SHARED_TEMPLATES_ENV),
+        (_AHEAD_KEY, AHEAD_ENV),
+    )
     for key, name in settings:
         setting = config.stash.get(key, None)
         if setting is None:

@@ -129,7 +129,7 @@ async def test_same_prefix_goes_to_the_worker_holding_its_pch(private: NvrtcBack
         pid = holders[pch_key(backend.prepare(job, BackendOptions("sm_90a"))) or ""]
         assert USED in logs[prefix]
         assert str(folders[pid]) in logs[prefix]  # the PCH file of that worker
-    counts = {"created": 2, "reused": 4, "shared": 0, "not_made": 0, "retired": 0}
+    counts = {"created": 2, "reused": 4, "shared": 0, "not_made": 0, "retired": 0, "ahead": 0}
     assert pool.pch_counts() == counts
 
 
@@ -174,6 +174,7 @@ async def test_forked_workers_share_one_pch_per_prefix(backend: NvrtcBackend) ->
         "shared": 3,
         "not_made": 0,
         "retired": 0,
+        "ahead": 0,
     }
     # Another prefix gets a shared file of its own; the first stays.
     other_log, _ = await compile_one(backend, source("p2", 23))

@@ -10,6 +10,7 @@ other's insides.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +150,9 @@ class InProcessRunner(Runner):
     warns here. ``arch`` is what the engine renders for (checked against the toolkit as
     it starts; ``None``: the local GPU, asked as it starts); ``make_backends`` makes the
     backends from the toolkit found (default: every registered backend, with these workers).
+    ``pch_hints``: a folder where the precompiled headers that NVRTC's workers make are
+    remembered, and made again as the next runner on that folder starts (a compile
+    server's: :mod:`asynccomp.backends._nvrtc_pch_hints`).
     """
 
     def __init__(
@@ -158,6 +162,7 @@ class InProcessRunner(Runner):
         arch: str | None = None,
         make_backends: MakeBackends | None = None,
         umask: int | None = None,
+        pch_hints: str | os.PathLike[str] | None = None,
     ) -> None:
         self.mode = InProcess() if mode is None else mode
         if not isinstance(self.mode, (InProcess, OnRay)):
@@ -169,7 +174,8 @@ class InProcessRunner(Runner):
         cache = self.mode.cache
         self.remote = remote_cache(cache.remote_cache) if cache.cache else None
         # Counts last: a count lowered to fit memory warns, for valid settings only.
-        self.backend_settings = local_workers(self.mode.workers, arch)
+        hints = None if pch_hints is None else Path(pch_hints)
+        self.backend_settings = local_workers(self.mode.workers, arch, hints)
         self.worker_counts = {name: b.workers for name, b in self.backend_settings.items()}
         self._make_backends = make_backends or self.default_backends
         self._local: LocalRunner | None = None
@@ -281,11 +287,13 @@ def remote_cache(value: object) -> RemoteCache | None:
         raise SettingsError(exc.field, exc.value, exc.problem) from None
 
 
-def local_workers(settings: WorkerSettings, arch: str | None) -> dict[str, BackendSettings]:
+def local_workers(
+    settings: WorkerSettings, arch: str | None, pch_hints: Path | None = None
+) -> dict[str, BackendSettings]:
     """How a scheduler that compiles in this process runs each registered backend: its
     worker count (its setting's, else one per CPU; capped by memory, with a warning for
     a count that was given) and the rest of its settings (``arch``: what a warm-up
-    compiles for)."""
+    compiles for; ``pch_hints``: see :class:`~asynccomp.backends.BackendSettings`)."""
     out = {}
     for name in backend_names():
         cls = backend_class(name)
@@ -297,5 +305,5 @@ def local_workers(settings: WorkerSettings, arch: str | None) -> dict[str, Backe
         asked = "threads" if cls.mode_setting is None else getattr(settings, cls.mode_setting)
         processes = asked == "processes" or (asked == "auto" and count > 1)
         mode: NvrtcMode = "processes" if processes else "threads"
-        out[name] = BackendSettings(count, mode, warmup_arch=arch or "sm_80")
+        out[name] = BackendSettings(count, mode, warmup_arch=arch or "sm_80", pch_hints=pch_hints)
     return out

@@ -288,11 +288,15 @@ class BackendSettings:
             (NVRTC); ``"threads"``: in this process. Backends that run a program per
             compile ignore it.
         warmup_arch: the architecture a warm-up compiles for.
+        pch_hints: a folder where the precompiled headers the backend's workers make
+            are remembered, and made again as the next backend on it starts (a compile
+            server's; ``None``: none remembered).
     """
 
     workers: int = 1
     mode: Literal["threads", "processes"] = "threads"
     warmup_arch: str = "sm_80"
+    pch_hints: Path | None = None
 
 
 class CompilerBackend(abc.ABC):
@@ -446,6 +450,11 @@ class CompilerBackend(abc.ABC):
     def worker_count(self) -> int:
         """Worker processes alive now (0 for backends that keep none)."""
         return 0
+
+    def pch_counts(self) -> dict[str, int] | None:
+        """Its precompiled headers, counted (made, used, ...; a compile server's status
+        shows them), or ``None`` for a backend that keeps none."""
+        return None
 
     def quote_folder(self) -> str:
         """The folder its compiler looks in first for a quoted ``#include``: the

@@ -52,6 +52,7 @@ from ..workers import PoolSettings, WorkerPool, cancel_event
 from ._base import BackendOutput, PreparedCompile
 from ._nvrtc_api import compile_prepared
 from ._nvrtc_files import existing_worker_folders_root, sweep_worker_folders, worker_folders_root
+from ._nvrtc_pch_hints import PchHints
 from ._nvrtc_shared_pch import FOLDER_ENV, compile_sharing, header_prefix, names_shared, pch_key
 
 __all__ = (
@@ -71,6 +72,9 @@ KILL_GRACE = 0.5
 CANCEL_GRACE = 0.5
 #: A worker holding more precompiled headers than this is recycled after its job.
 MAX_PCH_PER_WORKER = 2
+_PCH_COUNTS = ("created", "reused", "shared", "not_made", "retired", "ahead")
+#: Seconds a PCH made ahead from a hint may take (TileLang's: 1-3 s).
+AHEAD_TIMEOUT = 120.0
 
 # What NVRTC's log says of a compile with -pch (NVRTC 12.8 to 13.5).
 _PCH_MADE = "creating precompiled header file"
@@ -111,15 +115,21 @@ class NvrtcWorkers:
     """Up to ``size`` NVRTC worker processes (see the module's doc)."""
 
     def __init__(
-        self, size: int, warmup: PreparedCompile | None = None, *, share_pch: bool = True
+        self,
+        size: int,
+        warmup: PreparedCompile | None = None,
+        *,
+        share_pch: bool = True,
+        hints: PchHints | None = None,
     ) -> None:
         self.size = size
         self._warmup = warmup
         self._share_pch = share_pch
+        self.hints = hints  # where the PCHs made are remembered (a compile server's)
         self._root: Path | None = None  # made, and swept, at the first start
         # The workers' shared PCH files: a folder beside theirs (they make it).
         self._shared_name: str | None = None
-        self._pch = {"created": 0, "reused": 0, "shared": 0, "not_made": 0, "retired": 0}
+        self._pch = dict.fromkeys(_PCH_COUNTS, 0)
         self._pool: WorkerPool | None = None  # made at the first need
         self._watchers: list[Callable[[], None]] = []
 
@@ -185,7 +195,8 @@ class NvrtcWorkers:
         """Compiles with ``-pch`` that made a PCH (``created``), used one (``reused``),
         or neither (``not_made``: NVRTC declined, e.g. a ``#line`` in the prefix), of
         which made or used a PCH the workers share (``shared``), and workers retired
-        for holding too many (``retired``)."""
+        for holding too many (``retired``); PCHs made ahead, as the backend started,
+        from its hints (``ahead``, counted in ``created`` too)."""
         return dict(self._pch)
 
     def watch(self, changed: Callable[[], None]) -> None:
@@ -217,8 +228,9 @@ class NvrtcWorkers:
         task = await self.pool.run(_compile, prepared, timeout=limit, affinity=key)
         if task.outcome == "done":
             out: BackendOutput = task.value
-            if key is not None and task.pid is not None:
-                self._note_pch(task.pid, key, out)
+            made = key is not None and task.pid is not None and self._note_pch(task.pid, key, out)
+            if made and key is not None and self.hints is not None:
+                await anyio.to_thread.run_sync(self._remember, prepared, key)
             return out
         if task.outcome == "timeout":
             return BackendOutput(
@@ -232,23 +244,60 @@ class NvrtcWorkers:
             return BackendOutput("internal", None, "", f"NVRTC worker error: {task.value!r}")
         return BackendOutput("crashed", None, "", f"{task.value} while compiling")
 
-    def _note_pch(self, pid: int, key: str, out: BackendOutput) -> None:
-        """Record which PCH worker ``pid`` holds after a job (retired past the bound)."""
+    def _note_pch(self, pid: int, key: str, out: BackendOutput) -> bool:
+        """Record which PCH worker ``pid`` holds after a job (retired past the bound);
+        whether the job made it."""
         if out.status not in ("ok", "failed"):
-            return
-        if _PCH_MADE in out.log:
+            return False
+        made = _PCH_MADE in out.log
+        if made:
             self._pch["created"] += 1
         elif _PCH_USED in out.log:
             self._pch["reused"] += 1
         else:
             self._pch["not_made"] += 1
-            return
+            return False
         shared = self.shared_folder
         if shared is not None and names_shared(out.log, key, shared):
             self._pch["shared"] += 1
-            return  # not this worker's: any worker of the template uses it
-        if self.pool.tag(pid, key, retire_over=MAX_PCH_PER_WORKER) == "retired":
+        elif self.pool.tag(pid, key, retire_over=MAX_PCH_PER_WORKER) == "retired":
             self._pch["retired"] += 1
+        return made
+
+    def _remember(self, prepared: PreparedCompile, key: str) -> None:
+        """Blocking: a hint for the next backend on these hints (a file that cannot be
+        written costs that, not the job)."""
+        assert self.hints is not None
+        try:
+            self.hints.note(prepared, key)
+        except OSError as exc:
+            logger.info("asynccomp: no PCH hint written in %s: %s", self.hints.folder, exc)
+
+    async def make_ahead(self) -> None:
+        """Make the PCHs of the newest hints again, one worker each, in the background
+        of a starting backend (:mod:`._nvrtc_pch_hints`). Never raises: a PCH not made
+        ahead is made by the first job that needs it, as without hints."""
+        if self.hints is None:
+            return
+        try:
+            jobs = await anyio.to_thread.run_sync(self.hints.ahead)
+        except OSError as exc:
+            logger.info("asynccomp: PCH hints in %s not read: %s", self.hints.folder, exc)
+            return
+        async with anyio.create_task_group() as tg:
+            for job in jobs:
+                tg.start_soon(self._make_one_ahead, job)
+
+    async def _make_one_ahead(self, prepared: PreparedCompile) -> None:
+        key = pch_key(prepared)
+        task = await self.pool.run(_compile, prepared, timeout=AHEAD_TIMEOUT, affinity=key)
+        out = task.value if task.outcome == "done" else None
+        if not isinstance(out, BackendOutput) or key is None or task.pid is None:
+            logger.info("asynccomp: a PCH hint was not made ahead (%s)", task.outcome)
+        elif self._note_pch(task.pid, key, out):
+            self._pch["ahead"] += 1
+        elif out.status != "ok":  # else a job made it first, or NVRTC would make none
+            logger.info("asynccomp: a PCH hint was not made ahead: %s", out.message)
 
     async def aclose(self) -> None:
         if self._pool is not None:

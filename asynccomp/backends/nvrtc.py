@@ -51,6 +51,7 @@ from ._base import (
     with_caller_folders,
 )
 from ._nvrtc_files import sweep_stale_auto_pch
+from ._nvrtc_pch_hints import PchHints, ahead_enabled
 from ._nvrtc_threads import NvrtcThreads
 from ._nvrtc_workers import NvrtcWorkers
 
@@ -103,7 +104,13 @@ class NvrtcBackend(CompilerBackend):
 
     @classmethod
     def create(cls, toolkit: Toolkit, settings: BackendSettings) -> NvrtcBackend:
-        return cls(toolkit, settings.mode, settings.workers, warmup_arch=settings.warmup_arch)
+        return cls(
+            toolkit,
+            settings.mode,
+            settings.workers,
+            warmup_arch=settings.warmup_arch,
+            pch_hints=settings.pch_hints,
+        )
 
     @classmethod
     def version(cls, toolkit: Toolkit) -> str | None:
@@ -131,6 +138,7 @@ class NvrtcBackend(CompilerBackend):
         mode: NvrtcMode = "threads",
         workers: int = 1,
         warmup_arch: str = "sm_80",
+        pch_hints: Path | None = None,
     ) -> None:
         super().__init__(toolkit)
         self.mode = mode
@@ -144,7 +152,10 @@ class NvrtcBackend(CompilerBackend):
                 CompileJob(WARMUP_SOURCE, name="asynccomp_warmup", arch=warmup_arch),
                 BackendOptions(warmup_arch, tvm_fast_path=False),
             )
-        self.pool = NvrtcWorkers(workers, self._warmup) if mode == "processes" else None
+        self.pool = None
+        if mode == "processes":
+            hints = None if pch_hints is None else PchHints(pch_hints)
+            self.pool = NvrtcWorkers(workers, self._warmup, hints=hints)
         self.threads = NvrtcThreads(workers) if mode == "threads" else None
 
     def prepare(self, job: CompileJob, options: BackendOptions) -> PreparedCompile:
@@ -196,6 +207,8 @@ class NvrtcBackend(CompilerBackend):
             logger.info("asynccomp: removed %d stale NVRTC PCH folders", len(swept))
         if self.pool is not None and self._warmup is not None:
             self.pool.prime()  # NVRTC loaded once, in the background, for every worker
+            if ahead_enabled():  # the PCHs a compile server's workers made last time
+                task_group.start_soon(self.pool.make_ahead)
 
     async def warm_up(self) -> None:
         """Start every worker (processes), or compile a small program (threads: NVRTC
@@ -209,6 +222,9 @@ class NvrtcBackend(CompilerBackend):
 
     def worker_count(self) -> int:
         return len(self.pool.worker_pids()) if self.pool is not None else 0
+
+    def pch_counts(self) -> dict[str, int] | None:
+        return None if self.pool is None else self.pool.pch_counts()
 
     def quote_folder(self) -> str:
         # A worker process works in an empty folder (threads mode goes on in workers

@@ -87,6 +87,12 @@ class ServerPaths:
         return self.folder / f"server-{self.identity}.spawn"
 
     @property
+    def pch_hints(self) -> Path:
+        """The precompiled headers this server's NVRTC workers made, remembered for the
+        next server (:mod:`asynccomp.backends._nvrtc_pch_hints`)."""
+        return self.folder / f"server-{self.identity}.pch-hints"
+
+    @property
     def log(self) -> Path:
         return self.folder / f"server-{self.identity}.log"
 

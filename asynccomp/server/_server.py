@@ -87,7 +87,7 @@ class Server:
         self.write_timeout = write_timeout
         # The one scheduler every client's jobs go to: its settings are checked (and a
         # remote tier made) now, as an engine's are.
-        self._runner = InProcessRunner(mode)
+        self._runner = InProcessRunner(mode, pch_hints=paths.pch_hints)
         self.mode: InProcess | OnRay = self._runner.mode
         self.idle_timeout = idle_timeout
         self.warm = warm
@@ -121,6 +121,10 @@ class Server:
 
     def workers(self) -> int:
         return 0 if self._local is None else self._local.scheduler.workers()
+
+    def _pch_counts(self) -> dict[str, dict[str, int]]:
+        counted = {name: backend.pch_counts() for name, backend in self.scheduler.backends.items()}
+        return {name: counts for name, counts in counted.items() if counts is not None}
 
     def accepting(self) -> bool:
         """Whether this server still welcomes clients (it holds its lock and socket)."""
@@ -368,6 +372,9 @@ class Server:
             "deduplicated": stats.deduplicated,
             "workers": stats.workers,
             "warm": self._warmed,
+            # Each backend's precompiled headers that keeps them (NVRTC's workers):
+            # made, used, shared, made ahead from the last server's hints.
+            "pch": self._pch_counts(),
             "executor": "ray" if local.on_cluster else "local",
             "statistics": asdict(stats),
             "cache_stats": None if cache is None else cache.stats.as_dict(),

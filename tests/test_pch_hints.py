@@ -1,0 +1,160 @@
+"""A compile server's NVRTC workers remember the precompiled headers they made, and the
+next server on the same folder makes them again as it starts
+(:mod:`asynccomp.backends._nvrtc_pch_hints`): the hints themselves, a backend started on
+them, and a real server stopped and started again.
+
+Real NVRTC; small CCCL headers stand in for TileLang's (their PCH takes a second)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asynccomp import CompileJob, SyncEngine
+from asynccomp import server as server_api
+from asynccomp.backends import BackendOptions, NvrtcBackend
+from asynccomp.backends._base import PreparedCompile
+from asynccomp.backends._nvrtc_pch_hints import AHEAD_ENV, MAX_AGE, MAX_AHEAD, MAX_HINTS, PchHints
+from asynccomp.backends._nvrtc_workers import pch_key
+from asynccomp.toolkit import find_toolkit
+
+from .kernels import ARCH
+from .servers import running_server, server_folder
+
+pytestmark = pytest.mark.skipif(
+    find_toolkit().nvrtc_version is None, reason="NVRTC is not installed"
+)
+
+HEADERS = "#include <cuda/std/type_traits>\n#include <cuda/std/limits>\n"
+BODY = 'extern "C" __global__ void k{n}(float* x) {{ x[threadIdx.x] = {n}.0f; }}\n'
+MADE, USED = "creating precompiled header file", "using precompiled header file"
+
+
+def job(n: int) -> CompileJob:
+    return CompileJob(HEADERS + BODY.format(n=n), arch=ARCH, pch=True)
+
+
+def prepared(n: int, *extra: str) -> PreparedCompile:
+    rendered = NvrtcBackend(find_toolkit()).prepare(job(n), BackendOptions(ARCH))
+    return dataclasses.replace(rendered, options=(*rendered.options, *extra))
+
+
+def aged(path: Path, seconds_ago: float) -> None:
+    then = time.time() - seconds_ago
+    os.utime(path, (then, then))
+
+
+def test_a_hint_makes_again_the_pch_its_compile_made(tmp_path: Path) -> None:
+    folder = tmp_path / "hints"
+    hints = PchHints(folder)
+    made = prepared(1)
+    hints.note(made, pch_key(made) or "")
+    (ahead,) = hints.ahead()
+    assert pch_key(ahead) == pch_key(made)  # the same options and header prefix
+    assert ahead.source.startswith(HEADERS) and "k1" not in ahead.source  # not the kernel
+    assert (ahead.backend, ahead.arch, ahead.output) == ("nvrtc", ARCH, "cubin")
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert [p.name for p in folder.iterdir()] == [f"{pch_key(made)}.json"]  # nothing half-written
+
+
+def test_the_newest_hints_are_made_ahead_and_old_or_bad_ones_go(tmp_path: Path) -> None:
+    hints = PchHints(tmp_path)
+    made = [prepared(1, f"-DVARIANT={i}") for i in range(MAX_HINTS + 2)]
+    for i, one in enumerate(made):  # each a second newer than the one before
+        hints.note(one, pch_key(one) or "")
+        aged(tmp_path / f"{pch_key(one)}.json", len(made) - i)
+    assert len(list(tmp_path.glob("*.json"))) == MAX_HINTS  # the two oldest went
+    newest = [pch_key(one) for one in reversed(made)]
+    assert [pch_key(one) for one in hints.ahead()] == newest[:MAX_AHEAD]
+    # Noted again: the oldest kept is the newest now.
+    oldest_kept = made[2]
+    hints.note(oldest_kept, pch_key(oldest_kept) or "")
+    assert pch_key(hints.ahead(1)[0]) == pch_key(oldest_kept)
+    # Unreadable, not a hint, or unused for too long: removed as the hints are read.
+    (tmp_path / "garbage.json").write_text("{not json")
+    (tmp_path / "other.json").write_text('{"prefix": 3, "options": []}')
+    aged(tmp_path / f"{pch_key(made[3])}.json", MAX_AGE + 60)
+    assert len(hints.ahead(MAX_HINTS)) == MAX_HINTS - 1
+    names = {p.name for p in tmp_path.iterdir()}
+    assert not {"garbage.json", "other.json", f"{pch_key(made[3])}.json"} & names
+
+
+async def test_a_backend_on_hints_makes_their_pch_before_its_first_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(AHEAD_ENV, "on")
+    folder = tmp_path / "hints"
+    first = NvrtcBackend(find_toolkit(), mode="processes", workers=2, pch_hints=folder)
+    try:
+        made = await first.run(prepared(1))
+    finally:
+        await first.aclose()
+    assert made.status == "ok" and MADE in made.log
+    assert len(list(folder.glob("*.json"))) == 1
+    second = NvrtcBackend(find_toolkit(), mode="processes", workers=2, pch_hints=folder)
+    pool = second.pool
+    assert pool is not None
+    try:
+        async with anyio.create_task_group() as tg:
+            await second.start(tg)  # the template, then the hint's PCH, in the background
+            with anyio.fail_after(120):
+                while pool.pch_counts()["ahead"] < 1:  # noqa: ASYNC110 - a count, no event
+                    await anyio.sleep(0.05)
+            used = await second.run(prepared(2))
+    finally:
+        await second.aclose()
+    assert used.status == "ok" and USED in used.log, used.log
+    shared = pool.shared_folder
+    assert shared is not None and str(shared) in used.log  # the one made ahead, shared
+    counts = pool.pch_counts()
+    assert (counts["ahead"], counts["created"], counts["reused"]) == (1, 1, 1)
+
+
+async def test_with_ahead_off_hints_are_kept_and_nothing_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(AHEAD_ENV, "off")
+    folder = tmp_path / "hints"
+    made = prepared(3)
+    PchHints(folder).note(made, pch_key(made) or "")
+    backend = NvrtcBackend(find_toolkit(), mode="processes", workers=1, pch_hints=folder)
+    pool = backend.pool
+    assert pool is not None
+    try:
+        async with anyio.create_task_group() as tg:
+            await backend.start(tg)
+            out = await backend.run(prepared(4))
+    finally:
+        await backend.aclose()
+    assert MADE in out.log  # its own: no PCH was made ahead
+    assert pool.pch_counts()["ahead"] == 0
+    assert len(list(folder.glob("*.json"))) == 1
+
+
+def test_a_server_started_again_makes_the_pch_the_last_one_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The whole story on real servers: the first makes a PCH for its first job and
+    leaves a hint beside its socket; stopped (as an idle server stops), the next one on
+    that folder makes the PCH as it starts, and its first job uses it."""
+    monkeypatch.setenv(AHEAD_ENV, "on")
+    with server_folder() as folder:
+        with running_server(folder) as (_, paths), SyncEngine(server=str(paths.socket)) as engine:
+            first = engine.compile(job(5))
+            assert first.ok and MADE in first.log, first.log
+            assert server_api.status(paths.socket)["pch"]["nvrtc"]["created"] == 1
+        assert len(list(paths.pch_hints.glob("*.json"))) == 1
+        with running_server(folder) as (_, paths), SyncEngine(server=str(paths.socket)) as engine:
+            deadline = time.monotonic() + 120
+            while (pch := server_api.status(paths.socket)["pch"]["nvrtc"])["ahead"] < 1:
+                assert time.monotonic() < deadline, pch
+                time.sleep(0.05)
+            again = engine.compile(job(6))
+            assert again.ok and USED in again.log, again.log
+            counts = server_api.status(paths.socket)["pch"]["nvrtc"]
+    assert (counts["ahead"], counts["created"], counts["reused"]) == (1, 1, 1)
