@@ -44,6 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 
 from .._os import empty_folder
@@ -73,8 +74,10 @@ CANCEL_GRACE = 0.5
 #: A worker holding more precompiled headers than this is recycled after its job.
 MAX_PCH_PER_WORKER = 2
 _PCH_COUNTS = ("created", "reused", "shared", "not_made", "retired", "ahead")
-#: Seconds a PCH made ahead from a hint may take (TileLang's: 1-3 s).
+#: Seconds a PCH made ahead from a hint may take (TileLang's: 1-3 s), and a job that
+#: needs it may wait for it before making its own.
 AHEAD_TIMEOUT = 120.0
+AHEAD_WAIT = 30.0
 
 # What NVRTC's log says of a compile with -pch (NVRTC 12.8 to 13.5).
 _PCH_MADE = "creating precompiled header file"
@@ -126,6 +129,7 @@ class NvrtcWorkers:
         self._warmup = warmup
         self._share_pch = share_pch
         self.hints = hints  # where the PCHs made are remembered (a compile server's)
+        self._ahead: dict[str, anyio.Event] = {}  # PCHs being made ahead, by key
         self._root: Path | None = None  # made, and swept, at the first start
         # The workers' shared PCH files: a folder beside theirs (they make it).
         self._shared_name: str | None = None
@@ -224,6 +228,10 @@ class NvrtcWorkers:
     async def run(self, prepared: PreparedCompile) -> BackendOutput:
         """Compile on a worker; see the module's doc for what happens on faults."""
         key = pch_key(prepared)
+        ahead = None if key is None else self._ahead.get(key)
+        if ahead is not None:  # its PCH is being made ahead: faster to wait than make one
+            with anyio.move_on_after(AHEAD_WAIT):
+                await ahead.wait()
         limit = None if prepared.timeout is None else prepared.timeout + KILL_GRACE
         task = await self.pool.run(_compile, prepared, timeout=limit, affinity=key)
         if task.outcome == "done":
@@ -273,10 +281,12 @@ class NvrtcWorkers:
         except OSError as exc:
             logger.info("asynccomp: no PCH hint written in %s: %s", self.hints.folder, exc)
 
-    async def make_ahead(self) -> None:
-        """Make the PCHs of the newest hints again, one worker each, in the background
-        of a starting backend (:mod:`._nvrtc_pch_hints`). Never raises: a PCH not made
-        ahead is made by the first job that needs it, as without hints."""
+    async def start_ahead(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Read the hints (:mod:`._nvrtc_pch_hints`) and start making the newest ones'
+        PCHs again in ``task_group``, one worker each; until each is made, a job that
+        needs it waits for it (at most :data:`AHEAD_WAIT` seconds) instead of making
+        one of its own. Never raises: a PCH not made ahead is made by the first job
+        that needs it, as without hints."""
         if self.hints is None:
             return
         try:
@@ -284,20 +294,30 @@ class NvrtcWorkers:
         except OSError as exc:
             logger.info("asynccomp: PCH hints in %s not read: %s", self.hints.folder, exc)
             return
-        async with anyio.create_task_group() as tg:
-            for job in jobs:
-                tg.start_soon(self._make_one_ahead, job)
+        for job in jobs:
+            key = pch_key(job)
+            if key is not None and key not in self._ahead:
+                # Only workers that share a PCH gain by waiting for another's.
+                if self._share_pch:
+                    self._ahead[key] = anyio.Event()
+                task_group.start_soon(self._make_ahead, job, key)
 
-    async def _make_one_ahead(self, prepared: PreparedCompile) -> None:
-        key = pch_key(prepared)
-        task = await self.pool.run(_compile, prepared, timeout=AHEAD_TIMEOUT, affinity=key)
-        out = task.value if task.outcome == "done" else None
-        if not isinstance(out, BackendOutput) or key is None or task.pid is None:
-            logger.info("asynccomp: a PCH hint was not made ahead (%s)", task.outcome)
-        elif self._note_pch(task.pid, key, out):
-            self._pch["ahead"] += 1
-        elif out.status != "ok":  # else a job made it first, or NVRTC would make none
-            logger.info("asynccomp: a PCH hint was not made ahead: %s", out.message)
+    async def _make_ahead(self, prepared: PreparedCompile, key: str) -> None:
+        try:
+            task = await self.pool.run(_compile, prepared, timeout=AHEAD_TIMEOUT, affinity=key)
+            out = task.value if task.outcome == "done" else None
+            if not isinstance(out, BackendOutput) or task.pid is None:
+                logger.info("asynccomp: a PCH hint was not made ahead (%s)", task.outcome)
+            elif self._note_pch(task.pid, key, out):
+                self._pch["ahead"] += 1
+            elif out.status != "ok":  # else a job made it first, or NVRTC would make none
+                logger.info("asynccomp: a PCH hint was not made ahead: %s", out.message)
+        except Exception:  # never the engine's task group's failure
+            logger.exception("asynccomp: a PCH hint was not made ahead")
+        finally:
+            waiting = self._ahead.pop(key, None)
+            if waiting is not None:
+                waiting.set()
 
     async def aclose(self) -> None:
         if self._pool is not None:

@@ -208,7 +208,7 @@ class NvrtcBackend(CompilerBackend):
         if self.pool is not None and self._warmup is not None:
             self.pool.prime()  # NVRTC loaded once, in the background, for every worker
             if ahead_enabled():  # the PCHs a compile server's workers made last time
-                task_group.start_soon(self.pool.make_ahead)
+                await self.pool.start_ahead(task_group)
 
     async def warm_up(self) -> None:
         """Start every worker (processes), or compile a small program (threads: NVRTC

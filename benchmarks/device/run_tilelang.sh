@@ -75,6 +75,9 @@ fi
 #   early-nopch     "early" with no precompiled header (register(pch=False)): what the
 #                   machine's first process pays for making one PCH in every worker, in
 #                   an autotune where each worker compiles once
+#   early-again     after "early": one process, the server stopped first (as one stops
+#                   after 5 idle minutes); the next server makes the PCH of the last
+#                   one's hints as it starts (ASYNCCOMP_PCH_AHEAD), before the autotune
 if [ "${FIRST:-0}" = 1 ]; then
   for variant in ${FIRST_VARIANTS:-late}; do
     case "$variant" in
@@ -84,6 +87,7 @@ if [ "${FIRST:-0}" = 1 ]; then
       decorator-early) first=(--processes 1); sweep=(--entry decorator --register-early) ;;
       early-nopch) first=(--processes 3 --baseline tilelang-grouped)
         sweep=(--entry from_kernel --register-early) ;;
+      early-again) first=(--processes 1); sweep=(--entry from_kernel --register-early) ;;
       *) echo "unknown FIRST_VARIANTS entry: $variant"; exit 2 ;;
     esac
     mode=asynccomp-nvrtc-grouped; [ "$variant" = early-nopch ] && mode=asynccomp-nvrtc-nopch-grouped

@@ -384,8 +384,9 @@ def run_mode(
         row["tilelang_imported_before_s"] = round(first_start - IMPORTED_AT, 2)
     if mode.startswith("asynccomp-nvrtc") and "nopch" not in mode:
         pool = _local_pool()
-        if pool is not None:
-            row["pch"] = pool.pch_counts()
+        # On the compile server: its counts since it started (made ahead from the last
+        # server's hints included), asked before this mode's engine closes.
+        row["pch"] = pool.pch_counts() if pool is not None else _server_pch()
     atl.shutdown()
     shutil.rmtree(cache, ignore_errors=True)
     return row, kernels, recorder.binaries
@@ -443,6 +444,17 @@ class ReadyWatch:
         self._stop.set()
         self._thread.join()
         return self.changes
+
+
+def _server_pch() -> dict[str, int] | None:
+    """The compile server's NVRTC PCH counts (None: no server answers)."""
+    from asynccomp import server as server_api
+
+    try:
+        counts: dict[str, int] | None = server_api.status()["pch"].get("nvrtc")
+    except Exception:  # no server, or one from before these counts
+        return None
+    return counts
 
 
 def _local_pool() -> Any:
@@ -593,6 +605,13 @@ def main() -> int:
         action="store_true",
         help="register() for the first mode as the program starts, before TileLang's import",
     )
+    parser.add_argument(
+        "--setup-seconds",
+        type=float,
+        default=0.0,
+        help="wait this long before the first autotune: a program's own set-up (data, "
+        "model) between its start (or its register()) and its first autotune",
+    )
     parser.add_argument("--no-gpu", action="store_true", help="compile only; run nothing")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
@@ -629,6 +648,7 @@ def main() -> int:
         modes = [m for m in modes if m != "lowering-only"] + ["lowering-only"]
         if not [m for m in modes if m != "lowering-only" and not m.endswith("grouped")]:
             parser.error("lowering-only needs an earlier mode that compiles one kernel per call")
+    time.sleep(args.setup_seconds)
     for mode in modes:
         row, built, binary = run_mode(mode, args, kernel, configs)
         if not mode.endswith("grouped"):  # a grouped binary holds several kernels
