@@ -136,6 +136,26 @@ async def test_with_ahead_off_hints_are_kept_and_nothing_is_made(
     assert len(list(folder.glob("*.json"))) == 1
 
 
+async def test_a_hint_that_no_longer_compiles_is_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(AHEAD_ENV, "on")
+    folder = tmp_path / "hints"
+    missing = "#include <asynccomp_header_since_removed.h>\n"
+    gone = dataclasses.replace(prepared(7), source=missing + BODY.format(n=7))
+    PchHints(folder).note(gone, pch_key(gone) or "")
+    backend = NvrtcBackend(find_toolkit(), mode="processes", workers=1, pch_hints=folder)
+    try:
+        async with anyio.create_task_group() as tg:
+            await backend.start(tg)
+            with anyio.fail_after(120):  # waits for the one made ahead, then fails as it did
+                out = await backend.run(gone)
+    finally:
+        await backend.aclose()
+    assert out.status == "failed" and "asynccomp_header_since_removed.h" in out.log
+    assert list(folder.glob("*.json")) == []
+
+
 def test_a_server_started_again_makes_the_pch_the_last_one_made(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

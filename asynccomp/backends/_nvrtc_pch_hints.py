@@ -85,6 +85,10 @@ class PchHints:
         for old in self._by_age()[MAX_HINTS:]:
             old.unlink(missing_ok=True)
 
+    def forget(self, key: str) -> None:
+        """Remove the hint ``key`` (its prefix no longer compiles: a header gone)."""
+        (self.folder / f"{key}.json").unlink(missing_ok=True)
+
     def ahead(self, limit: int = MAX_AHEAD) -> list[PreparedCompile]:
         """The compiles that make the newest ``limit`` hints' PCHs again (a hint's
         prefix and an empty kernel); hints that do not read back, or are too old, go."""

@@ -312,6 +312,8 @@ class NvrtcWorkers:
                 self._pch["ahead"] += 1
             elif out.status != "ok":  # else a job made it first, or NVRTC would make none
                 logger.info("asynccomp: a PCH hint was not made ahead: %s", out.message)
+                if out.status == "failed" and self.hints is not None:  # it will not compile
+                    await anyio.to_thread.run_sync(self.hints.forget, key)
         except Exception:  # never the engine's task group's failure
             logger.exception("asynccomp: a PCH hint was not made ahead")
         finally:
