@@ -130,6 +130,7 @@ class NvrtcWorkers:
         self._share_pch = share_pch
         self.hints = hints  # where the PCHs made are remembered (a compile server's)
         self._ahead: dict[str, anyio.Event] = {}  # PCHs being made ahead, by key
+        self._hinted: set[str] = set()  # made ahead, no job has used yet
         self._root: Path | None = None  # made, and swept, at the first start
         # The workers' shared PCH files: a folder beside theirs (they make it).
         self._shared_name: str | None = None
@@ -237,7 +238,10 @@ class NvrtcWorkers:
         if task.outcome == "done":
             out: BackendOutput = task.value
             made = key is not None and task.pid is not None and self._note_pch(task.pid, key, out)
-            if made and key is not None and self.hints is not None:
+            if key is not None and self.hints is not None and (made or key in self._hinted):
+                # A new hint, or one whose PCH served a job: the newest now (a hint that
+                # is only ever made ahead, never used, ages out).
+                self._hinted.discard(key)
                 await anyio.to_thread.run_sync(self._remember, prepared, key)
             return out
         if task.outcome == "timeout":
@@ -310,6 +314,7 @@ class NvrtcWorkers:
                 logger.info("asynccomp: a PCH hint was not made ahead (%s)", task.outcome)
             elif self._note_pch(task.pid, key, out):
                 self._pch["ahead"] += 1
+                self._hinted.add(key)
             elif out.status != "ok":  # else a job made it first, or NVRTC would make none
                 logger.info("asynccomp: a PCH hint was not made ahead: %s", out.message)
                 if out.status == "failed" and self.hints is not None:  # it will not compile
