@@ -21,6 +21,8 @@ from asynccomp.backends import BackendOptions, NvrtcBackend
 from asynccomp.backends._base import PreparedCompile
 from asynccomp.backends._nvrtc_pch_hints import AHEAD_ENV, MAX_AGE, MAX_AHEAD, MAX_HINTS, PchHints
 from asynccomp.backends._nvrtc_workers import pch_key
+from asynccomp.server import server_paths
+from asynccomp.server._paths import own_folder, private_folder
 from asynccomp.toolkit import find_toolkit
 
 from .kernels import ARCH
@@ -82,6 +84,30 @@ def test_the_newest_hints_are_made_ahead_and_old_or_bad_ones_go(tmp_path: Path) 
     assert len(hints.ahead(MAX_HINTS)) == MAX_HINTS - 1
     names = {p.name for p in tmp_path.iterdir()}
     assert not {"garbage.json", "other.json", f"{pch_key(made[3])}.json"} & names
+
+
+def test_hints_outlive_a_temporary_server_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside the socket in a server folder the user chose; for the default one
+    (``$XDG_RUNTIME_DIR``'s ends with the last login session, ``/tmp``'s at a reboot)
+    in the user's own folder, which stays private enough to be a server's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with server_folder() as folder:
+        chosen = server_paths(folder / "chosen")
+        assert chosen.pch_hints.parent == chosen.folder
+        monkeypatch.delenv("ASYNCCOMP_SERVER_DIR", raising=False)
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+        default = server_paths()
+        assert default.folder == folder / "asynccomp"
+        assert default.pch_hints.parent == own_folder()
+        # As a server started by a client (--server-dir) finds it.
+        assert server_paths(folder / "asynccomp").pch_hints == default.pch_hints
+        assert own_folder().is_relative_to(tmp_path / "cache")
+        made = prepared(8)
+        PchHints(default.pch_hints).note(made, pch_key(made) or "")
+        assert private_folder(own_folder()) == own_folder()  # 0700: a server may live there
+        assert len(list(default.pch_hints.glob("*.json"))) == 1
 
 
 async def test_a_backend_on_hints_makes_their_pch_and_its_first_job_uses_it(

@@ -5,14 +5,17 @@ A PCH lives as long as the template its workers forked from (:mod:`._nvrtc_share
 A compile server stops after five idle minutes, and takes its PCHs with it: the next
 server's first compiles with ``-pch`` each make one again, in every worker at once (for
 TileLang's headers: 4.4 s a compile on an H100 against 1.5 s with a PCH; 3.5 s against
-1.9 s on 2 cores). So each PCH a server's worker makes leaves a hint in the server's
-folder: the compile's options and header prefix (its ``#include`` lines, none of the
-kernel), and the next server starting on that folder makes the PCHs of the newest
+1.9 s on 2 cores). So each PCH a server's worker makes leaves a hint
+(:attr:`asynccomp.server.ServerPaths.pch_hints`: beside the socket in a server folder the
+user chose, else in a folder of the user's own that outlives a login session and a
+reboot): the compile's options and header prefix (its ``#include`` lines, none of the
+kernel). The next server of that user and toolkit makes the PCHs of the newest
 :data:`MAX_AHEAD` hints again as it starts, each with one compile of the prefix and an
-empty kernel: the first jobs with that prefix and those options find a shared PCH.
+empty kernel, and a job that needs one of them meanwhile waits for it: the first jobs
+with that prefix and those options find a shared PCH.
 
 A hint is a small JSON file named by its :func:`~._nvrtc_shared_pch.pch_key`, in a
-folder that only the server's user may read (the server's own); a hint that does not
+folder that only the server's user may read; a hint that does not
 read back is removed, as are those past :data:`MAX_AGE` and the oldest past
 :data:`MAX_HINTS`. ``$ASYNCCOMP_PCH_AHEAD=off`` makes none ahead (the test suite's
 default: a test's server starts from nothing).
@@ -20,7 +23,6 @@ default: a test's server starts from nothing).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import tempfile
@@ -70,8 +72,10 @@ class PchHints:
             pass
         fields = {name: getattr(prepared, name) for name in _FIELDS}
         fields["prefix"] = header_prefix(prepared.source)
-        with contextlib.suppress(FileExistsError):
-            self.folder.mkdir(0o700, parents=True)
+        # The folder it is in is private too (a server's, or the user's own that may
+        # become one: asynccomp.server._paths.own_folder).
+        self.folder.parent.mkdir(0o700, parents=True, exist_ok=True)
+        self.folder.mkdir(0o700, exist_ok=True)
         # Written whole, then renamed: a server starting now reads all of it or none.
         fd, name = tempfile.mkstemp(dir=self.folder, prefix=".", suffix=".tmp")
         temporary = Path(name)

@@ -73,6 +73,9 @@ class ServerPaths:
 
     folder: Path
     identity: str
+    #: Where what outlives the server is kept, when not in ``folder``: a folder of the
+    #: user's own (:func:`own_folder`) for a server in a temporary folder.
+    keep: Path | None = None
 
     @property
     def socket(self) -> Path:
@@ -89,8 +92,11 @@ class ServerPaths:
     @property
     def pch_hints(self) -> Path:
         """The precompiled headers this server's NVRTC workers made, remembered for the
-        next server (:mod:`asynccomp.backends._nvrtc_pch_hints`)."""
-        return self.folder / f"server-{self.identity}.pch-hints"
+        next server (:mod:`asynccomp.backends._nvrtc_pch_hints`): beside the socket in a
+        folder the user chose, else in the user's own (the default folder is a
+        temporary one: ``$XDG_RUNTIME_DIR``'s ends with the user's last login session,
+        ``/tmp``'s at a reboot)."""
+        return (self.keep or self.folder) / f"server-{self.identity}.pch-hints"
 
     @property
     def log(self) -> Path:
@@ -204,7 +210,13 @@ def check_socket_path(path: Path, hint: str = "") -> None:
 
 def server_paths(folder: Path | None = None) -> ServerPaths:
     """The files of this user's server for this toolkit (the folder made and checked)."""
-    paths = ServerPaths(private_folder(folder), server_identity())
+    checked = private_folder(folder)
+    # The default folder is a temporary one, also where a client that starts the server
+    # names it (--server-dir): what outlives the server goes to the user's own.
+    temporary = not os.environ.get(SERVER_DIR_ENV) and (
+        checked.resolve() == short_default_folder().resolve()
+    )
+    paths = ServerPaths(checked, server_identity(), own_folder() if temporary else None)
     check_socket_path(
         paths.socket,
         f": set {SERVER_DIR_ENV} (or --server-dir) to a shorter folder, e.g. "
