@@ -51,8 +51,11 @@ _FIELDS = ("backend", "output", "arch", "filename", "options")
 
 
 def ahead_enabled() -> bool:
-    """Whether ``$ASYNCCOMP_PCH_AHEAD`` lets a starting server make PCHs ahead."""
-    return os.environ.get(AHEAD_ENV, "").strip().lower() not in ("0", "off", "false", "no")
+    """Whether ``$ASYNCCOMP_PCH_AHEAD`` lets a starting server make PCHs ahead (it does
+    unless it says ``off``)."""
+    from ..config._modes import SERVER_OFF  # the words every "off" setting takes
+
+    return os.environ.get(AHEAD_ENV, "").strip().lower() not in SERVER_OFF
 
 
 class PchHints:
