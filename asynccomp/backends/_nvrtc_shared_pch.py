@@ -17,15 +17,16 @@ before the fork or after), so they can share the files:
   made once NVRTC says it made the whole file (``nvrtcGetPCHCreateStatus``), so no
   reader sees half of one; the worker's own name goes at once.
 
-So the first compiles of a batch run as before (each worker making its own PCH, in
-parallel, is faster than waiting for one: about 2.7 s against 1.8 s without a PCH and
-0.6 s with one, for TileLang's headers), and every compile after the first PCH exists,
-on any worker (one started later, one recycled, one whose first job had another prefix),
-uses it instead of making another. A worker whose NVRTC refuses a shared file anyway
-(its heap moved when it had to grow) goes back to NVRTC's automatic PCH for good; past
-:data:`MAX_SHARED` files of a template nothing more is published (and those prefixes use
-the automatic PCH), and the files of templates that ended are removed as a file is
-published. Jobs that name a PCH file or folder of their own share nothing.
+So one compile of a batch's first wave makes the PCH, the others compile without one
+(``make=False``; the pool decides, :mod:`._nvrtc_workers`: 16 workers making the same
+PCH at once took 5.2 s a compile on 16 cores, one without a PCH 3.4 s, for TileLang's
+headers), and every compile after the PCH exists, on any worker (one started later, one
+recycled, one whose first job had another prefix), uses it instead of making another. A
+worker whose NVRTC refuses a shared file anyway (its heap moved when it had to grow)
+goes back to NVRTC's automatic PCH for good; past :data:`MAX_SHARED` files of a template
+nothing more is published (and those prefixes use the automatic PCH), and the files of
+templates that ended are removed as a file is published. Jobs that name a PCH file or
+folder of their own share nothing.
 
 The output is the same bytes whichever way a compile goes (a PCH changes how fast the
 headers are read, not the code). Spawned workers (no template) and compiles in an
@@ -131,10 +132,15 @@ def names_shared(log: str, key: str, folder: Path) -> bool:
 
 
 def compile_sharing(
-    prepared: PreparedCompile, key: str | None, cancel: threading.Event | None = None
+    prepared: PreparedCompile,
+    key: str | None,
+    cancel: threading.Event | None = None,
+    *,
+    make: bool = True,
 ) -> BackendOutput:
     """Compile ``prepared`` (``key``: its :func:`pch_key`) with the PCH its siblings
-    share where there is one, else publish the one it makes; see the module's doc."""
+    share where there is one, else publish the one it makes (``make=False``: compile
+    without a PCH instead, while a sibling makes it); see the module's doc."""
     global _refused
     name = os.environ.get(FOLDER_ENV)
     template = template_pid()
@@ -149,6 +155,8 @@ def compile_sharing(
         elif out.status == "failed" and _MISSING in out.log:  # removed under it
             out = compile_prepared(prepared, cancel)
         return out
+    if not make:
+        return compile_prepared(_with(prepared), cancel)
     if _published(shared.parent, template) >= MAX_SHARED:
         return compile_prepared(prepared, cancel)  # NVRTC's automatic PCH, this worker's
     # Made as a file (in the worker's own folder), not with NVRTC's automatic -pch: a PCH

@@ -29,6 +29,13 @@ there is one, else to one holding none, else to any. Which PCH a worker holds is
 from NVRTC's log; a worker that comes to hold more than :data:`MAX_PCH_PER_WORKER` is
 recycled after its job (its files go with it, unless published), which bounds the disk
 used at about ``(workers x MAX_PCH_PER_WORKER + MAX_SHARED) x 450 MB``.
+
+**One maker at a time.** While a job makes the shared PCH for its key, the other jobs
+for that key compile without one (or with it, if it is published by the time they
+start) instead of each making their own: the first wave of a batch runs as fast as
+without PCHs, and every later one uses the PCH. Measured on 16 cores (an H100 machine,
+TileLang's 64-config autotune, 16 workers): 16 workers making the same PCH at once took
+5.2 s a compile (median), one without a PCH 3.4 s, one using it 1.7 s.
 """
 
 from __future__ import annotations
@@ -73,7 +80,7 @@ KILL_GRACE = 0.5
 CANCEL_GRACE = 0.5
 #: A worker holding more precompiled headers than this is recycled after its job.
 MAX_PCH_PER_WORKER = 2
-_PCH_COUNTS = ("created", "reused", "shared", "not_made", "retired", "ahead")
+_PCH_COUNTS = ("created", "reused", "shared", "not_made", "skipped", "retired", "ahead")
 #: Seconds a PCH made ahead from a hint may take (TileLang's: 1-3 s), and a job that
 #: needs it may wait for it before making its own.
 AHEAD_TIMEOUT = 120.0
@@ -106,12 +113,17 @@ def _load(warmup: PreparedCompile | None) -> None:
     compile_prepared(tiny)
 
 
-def _compile(prepared: PreparedCompile) -> BackendOutput:
-    """A task: one compile, stopped early when its pool cancels it."""
+def _compile(prepared: PreparedCompile, make_pch: bool = True) -> BackendOutput:
+    """A task: one compile, stopped early when its pool cancels it; ``make_pch=False``:
+    another worker is making the PCH it needs (use it if published by now, else none)."""
     try:
-        return compile_sharing(prepared, pch_key(prepared), cancel_event())
+        return compile_sharing(prepared, pch_key(prepared), cancel_event(), make=make_pch)
     except Exception as exc:  # report, don't die: the parent maps it to a failure
         return BackendOutput("internal", None, "", f"NVRTC worker error: {exc!r}")
+
+
+#: A task: a compile that makes no PCH (another worker is making the one it needs).
+_compile_without_making = functools.partial(_compile, make_pch=False)
 
 
 class NvrtcWorkers:
@@ -131,6 +143,8 @@ class NvrtcWorkers:
         self.hints = hints  # where the PCHs made are remembered (a compile server's)
         self._ahead: dict[str, anyio.Event] = {}  # PCHs being made ahead, by key
         self._hinted: set[str] = set()  # made ahead, no job has used yet
+        self._making: set[str] = set()  # keys a job may be making the shared PCH of
+        self._private: set[str] = set()  # keys whose PCH a worker holds (not shared)
         self._root: Path | None = None  # made, and swept, at the first start
         # The workers' shared PCH files: a folder beside theirs (they make it).
         self._shared_name: str | None = None
@@ -198,7 +212,8 @@ class NvrtcWorkers:
 
     def pch_counts(self) -> dict[str, int]:
         """Compiles with ``-pch`` that made a PCH (``created``), used one (``reused``),
-        or neither (``not_made``: NVRTC declined, e.g. a ``#line`` in the prefix), of
+        or neither (``not_made``: NVRTC declined, e.g. a ``#line`` in the prefix;
+        ``skipped``: another worker was making the PCH it needed), of
         which made or used a PCH the workers share (``shared``), and workers retired
         for holding too many (``retired``); PCHs made ahead, as the backend started,
         from its hints (``ahead``, counted in ``created`` too)."""
@@ -234,10 +249,27 @@ class NvrtcWorkers:
             with anyio.move_on_after(AHEAD_WAIT):
                 await ahead.wait()
         limit = None if prepared.timeout is None else prepared.timeout + KILL_GRACE
-        task = await self.pool.run(_compile, prepared, timeout=limit, affinity=key)
+        # One job at a time may make a shared PCH (see the module's doc); a key whose
+        # PCH a worker keeps as its own (not shared) goes by affinity, as without sharing.
+        may_share = key is not None and self._share_pch and key not in self._private
+        maker = may_share and key not in self._making
+        task_func = _compile if maker or not may_share else _compile_without_making
+        if maker:
+            assert key is not None
+            self._making.add(key)
+        try:
+            task = await self.pool.run(task_func, prepared, timeout=limit, affinity=key)
+        finally:
+            if maker:
+                assert key is not None
+                self._making.discard(key)
         if task.outcome == "done":
             out: BackendOutput = task.value
-            made = key is not None and task.pid is not None and self._note_pch(task.pid, key, out)
+            made = (
+                key is not None
+                and task.pid is not None
+                and self._note_pch(task.pid, key, out, skipped=task_func is not _compile)
+            )
             if key is not None and self.hints is not None and (made or key in self._hinted):
                 # A new hint, or one whose PCH served a job: the newest now (a hint that
                 # is only ever made ahead, never used, ages out).
@@ -256,9 +288,9 @@ class NvrtcWorkers:
             return BackendOutput("internal", None, "", f"NVRTC worker error: {task.value!r}")
         return BackendOutput("crashed", None, "", f"{task.value} while compiling")
 
-    def _note_pch(self, pid: int, key: str, out: BackendOutput) -> bool:
+    def _note_pch(self, pid: int, key: str, out: BackendOutput, skipped: bool = False) -> bool:
         """Record which PCH worker ``pid`` holds after a job (retired past the bound);
-        whether the job made it."""
+        whether the job made it. ``skipped``: the job was told to make none."""
         if out.status not in ("ok", "failed"):
             return False
         made = _PCH_MADE in out.log
@@ -267,13 +299,15 @@ class NvrtcWorkers:
         elif _PCH_USED in out.log:
             self._pch["reused"] += 1
         else:
-            self._pch["not_made"] += 1
+            self._pch["skipped" if skipped else "not_made"] += 1
             return False
         shared = self.shared_folder
         if shared is not None and names_shared(out.log, key, shared):
             self._pch["shared"] += 1
-        elif self.pool.tag(pid, key, retire_over=MAX_PCH_PER_WORKER) == "retired":
-            self._pch["retired"] += 1
+        else:
+            self._private.add(key)  # not published (past the bound, or refused)
+            if self.pool.tag(pid, key, retire_over=MAX_PCH_PER_WORKER) == "retired":
+                self._pch["retired"] += 1
         return made
 
     def _remember(self, prepared: PreparedCompile, key: str) -> None:
