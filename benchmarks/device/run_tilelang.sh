@@ -75,6 +75,8 @@ fi
 #   early-nopch     "early" with no precompiled header (register(pch=False)): what the
 #                   machine's first process pays for making one PCH in every worker, in
 #                   an autotune where each worker compiles once
+#   early-one       "early" with one process: the machine's first, against the baseline
+#                   (for a machine with little device time left)
 #   early-again     after "early": one process, the server stopped first (as one stops
 #                   after 5 idle minutes); the next server makes the PCH of the last
 #                   one's hints as it starts (ASYNCCOMP_PCH_AHEAD), before the autotune
@@ -83,6 +85,8 @@ if [ "${FIRST:-0}" = 1 ]; then
     case "$variant" in
       late) first=(--processes 3 --baseline tilelang-grouped); sweep=(--entry from_kernel) ;;
       early) first=(--processes 3 --baseline tilelang-grouped)
+        sweep=(--entry from_kernel --register-early) ;;
+      early-one) first=(--processes 1 --baseline tilelang-grouped)
         sweep=(--entry from_kernel --register-early) ;;
       decorator-early) first=(--processes 1); sweep=(--entry decorator --register-early) ;;
       early-nopch) first=(--processes 3 --baseline tilelang-grouped)
