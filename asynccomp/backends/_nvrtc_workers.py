@@ -251,18 +251,19 @@ class NvrtcWorkers:
         limit = None if prepared.timeout is None else prepared.timeout + KILL_GRACE
         # One job at a time may make a shared PCH (see the module's doc); a key whose
         # PCH a worker keeps as its own (not shared) goes by affinity, as without sharing.
-        may_share = key is not None and self._share_pch and key not in self._private
-        maker = may_share and key not in self._making
-        task_func = _compile if maker or not may_share else _compile_without_making
-        if maker:
-            assert key is not None
-            self._making.add(key)
+        task_func = _compile
+        making = None  # the key whose shared PCH this job may make
+        if key is not None and self._share_pch and key not in self._private:
+            if key in self._making:
+                task_func = _compile_without_making
+            else:
+                making = key
+                self._making.add(key)
         try:
             task = await self.pool.run(task_func, prepared, timeout=limit, affinity=key)
         finally:
-            if maker:
-                assert key is not None
-                self._making.discard(key)
+            if making is not None:
+                self._making.discard(making)
         if task.outcome == "done":
             out: BackendOutput = task.value
             made = (
