@@ -53,9 +53,9 @@ _FIELDS = ("backend", "output", "arch", "filename", "options")
 def ahead_enabled() -> bool:
     """Whether ``$ASYNCCOMP_PCH_AHEAD`` lets a starting server make PCHs ahead (it does
     unless it says ``off``)."""
-    from ..config._modes import SERVER_OFF  # the words every "off" setting takes
+    from ..config._modes import switched_on  # the words every "off" setting takes
 
-    return os.environ.get(AHEAD_ENV, "").strip().lower() not in SERVER_OFF
+    return switched_on(AHEAD_ENV)
 
 
 class PchHints:

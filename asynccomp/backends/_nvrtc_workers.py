@@ -269,7 +269,7 @@ class NvrtcWorkers:
             made = (
                 key is not None
                 and task.pid is not None
-                and self._note_pch(task.pid, key, out, skipped=task_func is not _compile)
+                and self._note_pch(task.pid, key, out, skipped=task_func is _compile_without_making)
             )
             if key is not None and self.hints is not None and (made or key in self._hinted):
                 # A new hint, or one whose PCH served a job: the newest now (a hint that

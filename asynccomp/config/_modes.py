@@ -22,12 +22,27 @@ if TYPE_CHECKING:
     from ..ray import RayExecutor
     from ..toolkit import Toolkit
 
-__all__ = ("InProcess", "OnRay", "OnServer", "RunMode", "SERVER_OFF", "SERVER_ON", "parse_server")
+__all__ = (
+    "InProcess",
+    "OnRay",
+    "OnServer",
+    "RunMode",
+    "SERVER_OFF",
+    "SERVER_ON",
+    "parse_server",
+    "switched_on",
+)
 
 #: ``server`` words (any case), the same for ``Engine(server=...)`` and
 #: ``$ASYNCCOMP_SERVER``: this user's compile server, or compiles in this process.
 SERVER_ON = ("auto", "on", "1", "true", "yes")
 SERVER_OFF = ("off", "0", "false", "no")
+
+
+def switched_on(variable: str) -> bool:
+    """Whether the environment variable ``variable``, a switch that is on unless set,
+    leaves it on: any value but the :data:`SERVER_OFF` words (any case)."""
+    return os.environ.get(variable, "").strip().lower() not in SERVER_OFF
 
 
 def parse_server(value: object, name: str = "server") -> str | None:

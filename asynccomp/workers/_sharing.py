@@ -47,9 +47,9 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 def sharing_enabled() -> bool:
     """Whether ``$ASYNCCOMP_SHARED_TEMPLATES`` lets pools share templates (it does unless
     it says ``off``)."""
-    from ..config._modes import SERVER_OFF  # the words every "off" setting takes
+    from ..config._modes import switched_on  # the words every "off" setting takes
 
-    return os.environ.get(SHARED_TEMPLATES_ENV, "").strip().lower() not in SERVER_OFF
+    return switched_on(SHARED_TEMPLATES_ENV)
 
 
 def shared_folder() -> Path | None:
