@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import anyio.abc
+import anyio.lowlevel
 
 from .backends import BackendOutput, PreparedCompile
 
@@ -135,6 +136,13 @@ class Runner(abc.ABC):
 
     async def warm_up(self) -> None:  # noqa: B027 - optional
         """Pay first-compile costs now (start workers, load NVRTC and common headers)."""
+
+    async def make_pch(self, prepared: PreparedCompile) -> bool:
+        """Make the precompiled header ``prepared`` (a job with ``-pch``) would use, where
+        its compiles run; whether they share it now. ``False``: this runner makes none
+        ahead (the first job that needs one makes it)."""
+        await anyio.lowlevel.checkpoint()
+        return False
 
     def slots(self) -> Mapping[str, int]:
         """How many compiles of each backend run at once (the engine's plan uses it)."""

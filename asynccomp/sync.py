@@ -203,6 +203,11 @@ class SyncEngine:
         """Start every NVRTC worker and compile a small program in each, now."""
         self._call(self.engine.warm_up)
 
+    def make_pch(self, job: CompileJob) -> bool:
+        """Make the precompiled header ``job`` would use, now (:meth:`Engine.make_pch
+        <asynccomp.Engine.make_pch>`); whether the workers share it."""
+        return self._call(self.engine.make_pch, job)
+
     def statistics(self) -> EngineStatistics:
         """An immutable snapshot of the engine's counters."""
         return self._call(self.engine.statistics)

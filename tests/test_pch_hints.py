@@ -15,12 +15,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asynccomp import CompileJob, SyncEngine
+from asynccomp import CompileJob, Engine, InvalidJob, SyncEngine
 from asynccomp import server as server_api
 from asynccomp.backends import BackendOptions, NvrtcBackend
 from asynccomp.backends._base import PreparedCompile
 from asynccomp.backends._nvrtc_pch_hints import AHEAD_ENV, MAX_AGE, MAX_AHEAD, MAX_HINTS, PchHints
-from asynccomp.backends._nvrtc_workers import pch_key
+from asynccomp.backends._nvrtc_workers import NvrtcWorkers, pch_key
 from asynccomp.server import server_paths
 from asynccomp.server._paths import own_folder, private_folder
 from asynccomp.toolkit import find_toolkit
@@ -203,3 +203,76 @@ def test_a_server_started_again_makes_the_pch_the_last_one_made(
             assert again.ok and USED in again.log, again.log
             counts = server_api.status(paths.socket)["pch"]["nvrtc"]
     assert (counts["ahead"], counts["created"], counts["reused"]) == (1, 1, 1)
+
+
+# -- Engine.make_pch: a PCH made ahead for a job the client names ---------------------------
+
+
+async def test_make_pch_makes_it_ahead_and_a_job_sent_meanwhile_waits_for_it() -> None:
+    """A client that knows its kernels' headers before it has a kernel (TileLang's
+    facade at register()) has the PCH made ahead: a job that comes while it is made
+    waits for it and uses it, and makes none of its own."""
+    async with Engine(arch=ARCH, nvrtc_workers=2, nvrtc_mode="processes", cache=False) as engine:
+        made: list[bool] = []
+
+        async def ahead() -> None:
+            made.append(await engine.make_pch(job(20)))
+
+        with anyio.fail_after(240):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ahead)
+                await wait_until_made_ahead(engine)
+                first = await engine.compile(job(21))
+            again = await engine.make_pch(job(22))  # shared already: nothing compiled
+        assert made == [True] and again is True
+        assert first.ok and USED in first.log and MADE not in first.log, first.log
+        counts = nvrtc_pool(engine).pch_counts()
+    assert (counts["ahead"], counts["created"], counts["reused"]) == (1, 1, 1)
+
+
+async def test_make_pch_makes_nothing_where_no_pch_is_shared() -> None:
+    """Without pch=True, for nvcc, or with NVRTC in threads, nothing is made (False);
+    a job that cannot run raises what its compile would."""
+    async with Engine(arch=ARCH, nvrtc_mode="threads", cache=False) as threads:
+        assert await threads.make_pch(job(23)) is False
+    async with Engine(arch=ARCH, nvrtc_workers=1, nvrtc_mode="processes", cache=False) as engine:
+        plain = CompileJob(HEADERS + BODY.format(n=24), arch=ARCH)
+        assert await engine.make_pch(plain) is False
+        nvcc = CompileJob(HEADERS + BODY.format(n=25), arch=ARCH, backend="nvcc")
+        assert await engine.make_pch(nvcc) is False
+        assert nvrtc_pool(engine).pch_counts()["created"] == 0
+        with pytest.raises(InvalidJob, match="sm_1"):
+            await engine.make_pch(CompileJob(HEADERS, arch="sm_1", pch=True))
+        with pytest.raises(InvalidJob, match="expected a CompileJob"):
+            await engine.make_pch("not a job")  # type: ignore[arg-type]
+
+
+def test_make_pch_on_a_compile_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same through a real server (SyncEngine, the TileLang facade's engine): the
+    request carries the job, the answer whether the server's workers share the PCH."""
+    monkeypatch.setenv(AHEAD_ENV, "off")  # a server that starts from nothing
+    with server_folder() as folder:
+        with running_server(folder) as (_, paths), SyncEngine(server=str(paths.socket)) as engine:
+            assert engine.make_pch(job(26)) is True
+            used = engine.compile(job(27))
+            assert used.ok and USED in used.log, used.log
+            counts = server_api.status(paths.socket)["pch"]["nvrtc"]
+            with pytest.raises(InvalidJob):
+                engine.make_pch(CompileJob(HEADERS, arch="sm_1", pch=True))
+        assert len(list(paths.pch_hints.glob("*.json"))) == 1  # used: a hint for the next
+    assert (counts["ahead"], counts["created"], counts["reused"]) == (1, 1, 1)
+
+
+def nvrtc_pool(engine: Engine) -> NvrtcWorkers:
+    parts = engine._life.parts
+    assert parts is not None
+    backend = parts.runner.started.scheduler.backends["nvrtc"]  # type: ignore[attr-defined]
+    assert isinstance(backend, NvrtcBackend) and backend.pool is not None
+    return backend.pool
+
+
+async def wait_until_made_ahead(engine: Engine) -> None:
+    """Until the engine's workers are making a PCH ahead (the jobs sent after wait):
+    the task asking for it waits on its worker by then."""
+    await anyio.wait_all_tasks_blocked()
+    assert nvrtc_pool(engine)._ahead

@@ -24,8 +24,10 @@ from tilelang import language as T  # noqa: E402
 
 import asynccomp.tilelang as atl  # noqa: E402
 from asynccomp import CompileError, CompileJob, CompileResult, CompileTimeout  # noqa: E402
+from asynccomp.backends._nvrtc_pch_hints import AHEAD_ENV  # noqa: E402
 from asynccomp.errors import EmptyOutput, WorkerCrashed  # noqa: E402
 from asynccomp.tilelang._errors import message_for  # noqa: E402
+from asynccomp.tilelang._pch_ahead import Ahead  # noqa: E402
 from asynccomp.toolkit import find_toolkit  # noqa: E402
 
 from .sass import cuobjdump, sass  # noqa: E402
@@ -285,6 +287,39 @@ def test_nvrtc_mode_keeps_the_arch_and_its_pch_changes_no_byte(
     tool = cuobjdump()
     if tool is not None:
         assert "code for sm_90a" in sass(made.binary or b"", tool, tmp_path)
+
+
+def test_register_makes_tilelangs_pch_before_the_first_kernel(
+    results: list[CompileResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36: with NVRTC, register() has the PCH of TileLang's GEMM headers made for
+    the target, in the background (a small GEMM lowered in a worker, its header lines
+    compiled by the engine): the first kernel, another GEMM, uses it and makes none.
+    Once per target and settings: a second register() makes no other."""
+    monkeypatch.setenv(AHEAD_ENV, "on")
+    atl.shutdown()  # a fresh engine: no PCH made yet
+    atl.register(backend="nvrtc", on_result=results.append, lowering_workers=1, target=TARGET)
+    ahead = made_ahead()
+    assert ahead is not None and ahead.join(timeout=600)
+    assert ahead.made is True
+    atl.register(backend="nvrtc", on_result=results.append, lowering_workers=1, target=TARGET)
+    assert made_ahead() is ahead
+    tilelang.compile(matmul(128, 128, 64, 3), out_idx=[-1], target=TARGET)
+    (first,) = results
+    assert first.ok and "using precompiled header file" in first.log, first.log[-2000:]
+    assert "creating precompiled header file" not in first.log
+    atl.shutdown()
+    assert made_ahead() is None
+    monkeypatch.setenv(AHEAD_ENV, "off")
+    atl.register(backend="nvrtc", on_result=results.append, lowering_workers=1, target=TARGET)
+    assert made_ahead() is None  # none made when told so
+
+
+def made_ahead() -> Ahead | None:
+    """The facade's PCH made ahead, if register() started one."""
+    from asynccomp.tilelang import _facade
+
+    return _facade._state.ahead
 
 
 def test_register_needs_a_known_backend() -> None:

@@ -348,6 +348,30 @@ class Engine(EngineView):
         """
         await self._guarded(lambda parts: parts.runner.warm_up())
 
+    async def make_pch(self, job: CompileJob) -> bool:
+        """Make the precompiled header that ``job`` (``pch=True``, NVRTC) would use, now,
+        before any job needs it; whether the engine's NVRTC workers share it when this
+        returns.
+
+        A PCH covers a source's leading ``#include`` lines and the job's options, so
+        ``job`` stands for every job with the same ones: one worker compiles its header
+        lines and an empty kernel, and the jobs that need that PCH meanwhile wait for it
+        instead of compiling without one. Call it when the headers are known before the
+        kernels are (a tuner's template, at start-up); each compile after uses the PCH::
+
+            job = CompileJob(kernel_source, arch="sm_90a", backend="nvrtc", pch=True)
+            await engine.make_pch(job)   # True: the workers share its PCH
+
+        ``False`` (and nothing made) where no PCH can be shared: a job without ``pch``,
+        another backend, NVRTC in threads or spawned workers, a Ray executor, a PCH
+        being made by a job already; also a prefix that does not compile (logged; the
+        job's own compile reports the error). Raises what the job's compile would for
+        a job that cannot run at all: :class:`~asynccomp.InvalidJob`,
+        :class:`~asynccomp.errors.ArchitectureNotFound`, a missing compiler.
+        """
+        (checked,) = self._check_jobs([job])
+        return await self._guarded(lambda parts: parts.front.make_pch(checked))
+
     def prefetch(self, jobs: Iterable[CompileJob]) -> None:
         """Start compiling ``jobs`` in the background and return at once.
 

@@ -105,6 +105,21 @@ class Front:
             call.task_group = tg
             await self._hand_over(call, outlines, True)
 
+    async def make_pch(self, job: CompileJob) -> bool:
+        """Render ``job`` as a compile would (raising what its result would hold: no
+        architecture, no compiler), then have the runner make its PCH."""
+        outlines, failed = self.planner.outline([job])
+        if failed:
+            raise _error_of(failed[0][1])
+        try:
+            cwd = str(Path.cwd())
+        except OSError:
+            cwd = "/"
+        plan = self.planner.plan(job, outlines[0], cwd)
+        if isinstance(plan, CompileResult):
+            raise _error_of(plan)
+        return await self.runner.make_pch(plan.prepared)
+
     async def _hand_over(self, call: _BatchRun, outlines: list[Outline], want: bool) -> None:
         """Run ``call``'s requests on the runner (``want``: with their outputs)."""
         requests = call.requests(outlines)
@@ -272,3 +287,8 @@ class _BatchRun:
         for index in self.planned:
             front._running.pop((id(self), index), None)
         self.planned.clear()
+
+
+def _error_of(result: CompileResult) -> Exception:
+    assert result.error is not None  # a failed result holds its error
+    return result.error

@@ -182,6 +182,15 @@ class Scheduler(Runner):
             self._warming = None
             warming.set()
 
+    async def make_pch(self, prepared: PreparedCompile) -> bool:
+        """The job's backend makes its precompiled header (beside the compile slots: it
+        comes before the jobs that need it)."""
+        backend = self.backends.get(prepared.backend)
+        if backend is None:
+            await anyio.lowlevel.checkpoint()
+            return False
+        return await backend.make_pch(prepared)
+
     async def aclose(self) -> None:
         for backend in {id(b): b for b in self.backends.values()}.values():
             await backend.aclose()

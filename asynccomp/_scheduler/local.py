@@ -22,6 +22,7 @@ import anyio.to_thread
 from ..backends import (
     BackendSettings,
     CompilerBackend,
+    PreparedCompile,
     arch_supported,
     backend_class,
     backend_names,
@@ -221,6 +222,9 @@ class InProcessRunner(Runner):
 
     async def warm_up(self) -> None:
         await self.started.scheduler.warm_up()
+
+    async def make_pch(self, prepared: PreparedCompile) -> bool:
+        return await self.started.scheduler.make_pch(prepared)
 
     def slots(self) -> Mapping[str, int]:
         return dict(self.worker_counts) if self._local is None else self._local.scheduler.slots()

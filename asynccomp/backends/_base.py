@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 import anyio.abc
+import anyio.lowlevel
 
 from ..errors import InvalidJob
 from ..job import CompileJob, OutputFormat
@@ -446,6 +447,13 @@ class CompilerBackend(abc.ABC):
 
     async def warm_up(self) -> None:  # noqa: B027 - optional hook
         """Pay first-compile costs now (start workers, load libraries)."""
+
+    async def make_pch(self, prepared: PreparedCompile) -> bool:
+        """Make the precompiled header ``prepared`` would use, now (``Engine.make_pch``);
+        whether its workers hold it when this returns. ``False`` for a backend that makes
+        none ahead, which is every one but NVRTC's worker processes."""
+        await anyio.lowlevel.checkpoint()
+        return False
 
     def worker_count(self) -> int:
         """Worker processes alive now (0 for backends that keep none)."""

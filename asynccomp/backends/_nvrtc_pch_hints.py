@@ -23,6 +23,7 @@ default: a test's server starts from nothing).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -32,7 +33,15 @@ from pathlib import Path
 from ._base import PreparedCompile
 from ._nvrtc_shared_pch import header_prefix
 
-__all__ = ("AHEAD_ENV", "MAX_AGE", "MAX_AHEAD", "MAX_HINTS", "PchHints", "ahead_enabled")
+__all__ = (
+    "AHEAD_ENV",
+    "MAX_AGE",
+    "MAX_AHEAD",
+    "MAX_HINTS",
+    "PchHints",
+    "ahead_compile",
+    "ahead_enabled",
+)
 
 #: ``off`` (or ``0``, ``false``, ``no``): no PCH made ahead as a server starts; hints
 #: are still kept.
@@ -48,6 +57,17 @@ MAX_AGE = 14 * 86400.0
 #: PCH and little else.
 _STUB = 'extern "C" __global__ void asynccomp_pch_ahead() {}\n'
 _FIELDS = ("backend", "output", "arch", "filename", "options")
+
+
+def ahead_compile(prepared: PreparedCompile) -> PreparedCompile:
+    """The compile that makes ``prepared``'s PCH and little else: its header prefix and
+    options, and an empty kernel (a hint's, or one ``Engine.make_pch`` was given)."""
+    return dataclasses.replace(
+        prepared,
+        source=header_prefix(prepared.source) + _STUB,
+        fallback_source=None,
+        keep_dir=None,
+    )
 
 
 def ahead_enabled() -> bool:

@@ -36,6 +36,13 @@ start) instead of each making their own: the first wave of a batch runs as fast 
 without PCHs, and every later one uses the PCH. Measured on 16 cores (an H100 machine,
 TileLang's 64-config autotune, 16 workers): 16 workers making the same PCH at once took
 5.2 s a compile (median), one without a PCH 3.4 s, one using it 1.7 s.
+
+**Made ahead.** A PCH can be made before any job needs it: from a compile server's
+hints as it starts (:mod:`._nvrtc_pch_hints`), or for a job given to
+:meth:`NvrtcWorkers.make_pch` (``Engine.make_pch``: a client that knows its kernels'
+headers before it has a kernel, such as TileLang's facade at ``register()``). Until it
+is made, jobs that need it wait for it: it is already under way, so it ends sooner than
+a compile without it would.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import anyio.to_thread
 
 from .._os import empty_folder
@@ -60,7 +68,7 @@ from ..workers import PoolSettings, WorkerPool, cancel_event
 from ._base import BackendOutput, PreparedCompile
 from ._nvrtc_api import compile_prepared
 from ._nvrtc_files import existing_worker_folders_root, sweep_worker_folders, worker_folders_root
-from ._nvrtc_pch_hints import PchHints
+from ._nvrtc_pch_hints import PchHints, ahead_compile
 from ._nvrtc_shared_pch import FOLDER_ENV, compile_sharing, header_prefix, names_shared, pch_key
 
 __all__ = (
@@ -145,6 +153,7 @@ class NvrtcWorkers:
         self._hinted: set[str] = set()  # made ahead, no job has used yet
         self._making: set[str] = set()  # keys a job may be making the shared PCH of
         self._private: set[str] = set()  # keys whose PCH a worker holds (not shared)
+        self._shared: set[str] = set()  # keys whose PCH the workers share (published)
         self._root: Path | None = None  # made, and swept, at the first start
         # The workers' shared PCH files: a folder beside theirs (they make it).
         self._shared_name: str | None = None
@@ -215,8 +224,9 @@ class NvrtcWorkers:
         or neither (``not_made``: NVRTC declined, e.g. a ``#line`` in the prefix;
         ``skipped``: another worker was making the PCH it needed), of
         which made or used a PCH the workers share (``shared``), and workers retired
-        for holding too many (``retired``); PCHs made ahead, as the backend started,
-        from its hints (``ahead``, counted in ``created`` too)."""
+        for holding too many (``retired``); PCHs made ahead, from the hints as the
+        backend started or for :meth:`make_pch` (``ahead``, counted in ``created``
+        too)."""
         return dict(self._pch)
 
     def watch(self, changed: Callable[[], None]) -> None:
@@ -305,6 +315,7 @@ class NvrtcWorkers:
         shared = self.shared_folder
         if shared is not None and names_shared(out.log, key, shared):
             self._pch["shared"] += 1
+            self._shared.add(key)
         else:
             self._private.add(key)  # not published (past the bound, or refused)
             if self.pool.tag(pid, key, retire_over=MAX_PCH_PER_WORKER) == "retired":
@@ -341,21 +352,47 @@ class NvrtcWorkers:
                     self._ahead[key] = anyio.Event()
                 task_group.start_soon(self._make_ahead, job, key)
 
+    async def make_pch(self, prepared: PreparedCompile) -> bool:
+        """Make the shared PCH ``prepared`` needs (its options and header prefix, with an
+        empty kernel: :func:`~._nvrtc_pch_hints.ahead_compile`) now, in one worker, as
+        from a hint; until it is made, a job that needs it waits for it (at most
+        :data:`AHEAD_WAIT` seconds) instead of compiling without one. Whether the workers
+        share that PCH when this returns: ``False`` for a job without ``-pch``, workers
+        that do not share (spawned), a PCH a job is making now (it will be shared), and a
+        prefix that does not compile (logged). A second call while one makes it waits
+        for that one."""
+        key = pch_key(prepared)
+        if key is None or not self._share_pch or key in self._making:
+            await anyio.lowlevel.checkpoint()
+            return False
+        waiting = self._ahead.get(key)
+        if waiting is not None:
+            await waiting.wait()
+        elif key not in self._shared:
+            self._ahead[key] = anyio.Event()
+            await self._make_ahead(ahead_compile(prepared), key)
+        else:
+            await anyio.lowlevel.checkpoint()
+        return key in self._shared
+
     async def _make_ahead(self, prepared: PreparedCompile, key: str) -> None:
+        """Make the PCH ``key`` from ``prepared`` (a prefix and an empty kernel); whoever
+        made ``self._ahead[key]`` is told once it ends. Never raises: a PCH not made
+        ahead is made by the first job that needs it."""
         try:
             task = await self.pool.run(_compile, prepared, timeout=AHEAD_TIMEOUT, affinity=key)
             out = task.value if task.outcome == "done" else None
             if not isinstance(out, BackendOutput) or task.pid is None:
-                logger.info("asynccomp: a PCH hint was not made ahead (%s)", task.outcome)
+                logger.info("asynccomp: a PCH was not made ahead (%s)", task.outcome)
             elif self._note_pch(task.pid, key, out):
                 self._pch["ahead"] += 1
                 self._hinted.add(key)
             elif out.status != "ok":  # else a job made it first, or NVRTC would make none
-                logger.info("asynccomp: a PCH hint was not made ahead: %s", out.message)
+                logger.info("asynccomp: a PCH was not made ahead: %s", out.message)
                 if out.status == "failed" and self.hints is not None:  # it will not compile
                     await anyio.to_thread.run_sync(self.hints.forget, key)
         except Exception:  # never the engine's task group's failure
-            logger.exception("asynccomp: a PCH hint was not made ahead")
+            logger.exception("asynccomp: a PCH was not made ahead")
         finally:
             waiting = self._ahead.pop(key, None)
             if waiting is not None:

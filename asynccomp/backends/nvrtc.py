@@ -220,6 +220,15 @@ class NvrtcBackend(CompilerBackend):
         else:
             await self._run_once(self._warmup)
 
+    async def make_pch(self, prepared: PreparedCompile) -> bool:
+        """In worker processes that share their PCHs: :meth:`NvrtcWorkers.make_pch`.
+        Threads (and spawned workers) keep NVRTC's automatic PCH per thread or process,
+        which no compile made here could give the others: none is made."""
+        if self.pool is None:
+            await anyio.lowlevel.checkpoint()
+            return False
+        return await self.pool.make_pch(prepared)
+
     def worker_count(self) -> int:
         return len(self.pool.worker_pids()) if self.pool is not None else 0
 

@@ -37,6 +37,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from ..backends import PreparedCompile
 from ..errors import InvalidJob, ServerError
 from ..runner import CompileRequest, RunEvents, Runner
 from ..toolkit import Toolkit
@@ -58,6 +59,8 @@ from ._protocol import (
     Error,
     Jobs,
     JobSpec,
+    MakePch,
+    PchMade,
     Results,
     Status,
     StatusReply,
@@ -308,7 +311,7 @@ class ServerClient(Runner):
                 _deliver(pending, answer, blobs)
         elif isinstance(answer, Workers):
             connection.workers = answer.workers
-        elif isinstance(answer, (WarmedUp, StatusReply, Stopping)):
+        elif isinstance(answer, (WarmedUp, PchMade, StatusReply, Stopping)):
             waiter = connection.answers.get(answer.id)
             if waiter is not None:
                 waiter[1].append(answer)
@@ -406,6 +409,13 @@ class ServerClient(Runner):
     async def warm_up(self) -> None:
         connection = await self._connected()
         await connection.ask(WarmUp(next(connection.ids)))
+
+    async def make_pch(self, prepared: PreparedCompile) -> bool:
+        connection = await self._connected()
+        spec, blobs = spec_of(CompileRequest(0, prepared))
+        answer = await connection.ask(MakePch(next(connection.ids), spec), blobs)
+        assert isinstance(answer, PchMade)
+        return answer.made
 
     async def status(self) -> dict[str, Any]:
         """The server's status (what ``asynccomp serve --status`` prints)."""

@@ -184,12 +184,12 @@ class Connection:
             self.send_lock.release()
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
 
-    async def ask(self, message: Any) -> Any:
-        """Send a request and wait for its answer (by id)."""
+    async def ask(self, message: Any, blobs: Sequence[bytes] = ()) -> Any:
+        """Send a request (with ``blobs``) and wait for its answer (by id)."""
         waiter: tuple[anyio.Event, list[Any]] = (anyio.Event(), [])
         self.answers[message.id] = waiter
         try:
-            await self.send(message)
+            await self.send(message, blobs)
             await waiter[0].wait()
         finally:
             self.answers.pop(message.id, None)

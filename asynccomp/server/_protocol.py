@@ -5,8 +5,8 @@ fields and blobs for the wire (:mod:`._wire`), :func:`parse` turns a wire messag
 into one, checking every field's type (:mod:`._fields`: a message of another shape is a
 :class:`~._wire.WireError`). What the messages carry, to and from the runner's types,
 is :mod:`._forms`. Requests that can be in flight together on one connection
-(``compile``, ``warm_up``, ``status``) carry an ``id``, and every answer names the id it
-answers.
+(``compile``, ``warm_up``, ``make_pch``, ``status``) carry an ``id``, and every answer
+names the id it answers.
 
 A connection::
 
@@ -25,6 +25,8 @@ A connection::
     Cancel(id=1)                        ->   (a call cancelled before it ended)
     WarmUp(id=2)                        ->
                                         <-   WarmedUp(id=2)
+    MakePch(id=5, job)                  ->   (+ its source)
+                                        <-   PchMade(id=5, made)
     Status(id=3)                        ->
                                         <-   StatusReply(id=3, status)
     Stop(id=4)                          ->
@@ -55,7 +57,9 @@ __all__ = (
     "Hello",
     "JobSpec",
     "Jobs",
+    "MakePch",
     "OutcomeSpec",
+    "PchMade",
     "Results",
     "Status",
     "StatusReply",
@@ -74,7 +78,8 @@ __all__ = (
 #: refuse each other, naming both versions. 4: a call's jobs ride in its ``Compile``, its
 #: outcomes come back together in ``Results``; the worker count only in ``Workers``.
 #: 5: the welcome's toolkit carries each backend's description of its compiler.
-PROTOCOL = 5
+#: 6: ``make_pch``.
+PROTOCOL = 6
 
 
 # -- requests (client -> server) -----------------------------------------------------------
@@ -140,6 +145,16 @@ class Cancel:
 class WarmUp:
     TYPE: ClassVar[str] = "warm_up"
     id: int
+
+
+@dataclass(frozen=True)
+class MakePch:
+    """Make the precompiled header ``job`` (its source as a blob) would use
+    (``Engine.make_pch``)."""
+
+    TYPE: ClassVar[str] = "make_pch"
+    id: int
+    job: JobSpec
 
 
 @dataclass(frozen=True)
@@ -217,6 +232,15 @@ class WarmedUp:
 
 
 @dataclass(frozen=True)
+class PchMade:
+    """``made``: the server's workers share the PCH now."""
+
+    TYPE: ClassVar[str] = "pch_made"
+    id: int
+    made: bool
+
+
+@dataclass(frozen=True)
 class StatusReply:
     TYPE: ClassVar[str] = "status_reply"
     id: int
@@ -254,12 +278,14 @@ _MESSAGES: dict[str, type] = {
         Jobs,
         Cancel,
         WarmUp,
+        MakePch,
         Status,
         Stop,
         Welcome,
         Results,
         Workers,
         WarmedUp,
+        PchMade,
         StatusReply,
         Stopping,
         Error,

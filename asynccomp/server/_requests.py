@@ -8,7 +8,7 @@ events (a job started, a job's outcome) are gathered as they happen and go back 
 ``results`` messages, as many as the session's writer finds ready at once in one
 message (of at most :data:`PACK_BYTES`), the last saying ``end``: a one-job call
 answered from the cache is one message in and one out. ``cancel`` stops a call (and
-nobody else's); ``warm_up``, ``status`` and ``stop`` are answered by id, while calls
+nobody else's); ``warm_up``, ``make_pch``, ``status`` and ``stop`` are answered by id, while calls
 run.
 
 A request of the wrong shape, or a job this server will not run, is refused with an
@@ -38,7 +38,9 @@ from ._protocol import (
     Error,
     Jobs,
     JobSpec,
+    MakePch,
     OutcomeSpec,
+    PchMade,
     Results,
     Status,
     StatusReply,
@@ -317,6 +319,9 @@ class Requests:
                 cancelled.scope.cancel()
         elif isinstance(request, WarmUp):
             self.task_group.start_soon(self._warm_up, request.id)
+        elif isinstance(request, MakePch):
+            (checked,) = self._jobs([request.job], message.blobs)
+            self.task_group.start_soon(self._make_pch, request.id, checked.prepared)
         elif isinstance(request, Status):
             self.out.post(StatusReply(request.id, self.host.status(asking=self.out)))
         elif isinstance(request, Stop):
@@ -412,6 +417,10 @@ class Requests:
     async def _warm_up(self, number: int) -> None:
         await self.host.warm_up()
         self.out.post(WarmedUp(number))
+
+    async def _make_pch(self, number: int, prepared: PreparedCompile) -> None:
+        made = await self.host.scheduler.make_pch(prepared)
+        self.out.post(PchMade(number, made))
 
 
 def in_flight_limit(slots: Mapping[str, int]) -> int:

@@ -9,6 +9,7 @@ default, ``$ASYNCCOMP_SERVER`` applies) + TileLang's exception for a failed comp
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
@@ -18,11 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..backends._nvrtc_pch_hints import ahead_enabled
+from ..job import CompileJob
 from ..result import CompileResult
 from ..sync import SyncEngine
 from ..tvm import _runtime
-from . import _offload
+from . import _offload, _patched, _pool
 from ._errors import error_for, register_errors
+from ._pch_ahead import Ahead
 from ._render import PassConfig, TileLangPaths, make_job
 
 __all__ = (
@@ -62,6 +66,10 @@ class _State:
         self.settings = _Settings()
         self.registered = False
         self.paths: TileLangPaths | None = None
+        # The PCH made ahead (_pch_ahead), and what it was made for: made once per
+        # target and settings, not at every register().
+        self.ahead: Ahead | None = None
+        self.ahead_for: tuple[object, ...] | None = None
 
 
 _state = _State()
@@ -198,6 +206,7 @@ def register(
     lower_in_workers: bool = True,
     lowering_workers: int | None = None,
     lowering_timeout: float | None = 600.0,
+    target: object = "auto",
 ) -> None:
     """Make TileLang compile CUDA through asynccomp: register
     :func:`tilelang_callback_cuda_compile` as the tvm-ffi global function
@@ -234,6 +243,12 @@ def register(
         lowering_timeout: seconds one config's elaboration and lowering may take in
             its worker (``None``: no limit); past it the worker is killed and that
             config fails with :class:`TileLangCompileTimeout`.
+        target: with NVRTC and ``pch`` (and ``lower_in_workers``), the precompiled
+            header of TileLang's GEMM headers is made now, in the background, for this
+            target (TileLang's ``target=``: ``"auto"``, the GPU's as TileLang finds it,
+            or e.g. ``{"kind": "cuda", "arch": "sm_90a"}``), so that the first
+            autotune's kernels find it made (:mod:`asynccomp.tilelang._pch_ahead`;
+            ``$ASYNCCOMP_PCH_AHEAD=off``: not).
     """
     if lowering_workers is not None and lowering_workers < 1:
         raise ValueError(f"lowering_workers must be at least 1, got {lowering_workers}")
@@ -266,6 +281,48 @@ def register(
     # warm-up here showed no gain on 2 cores, where it competes with the two TileLang
     # imports (benchmarks/RESULTS.md, thirteenth session).
     _runtime.start_in_background()
+    if lower_in_workers and pch and _backend(settings) == "nvrtc" and ahead_enabled():
+        _make_pch_ahead(settings, target, lowering_workers)
+
+
+def _make_pch_ahead(settings: _Settings, target: object, workers: int | None) -> None:
+    """Start :class:`~._pch_ahead.Ahead` unless one runs, or one was made for the same
+    target and settings."""
+    wanted = (repr(target), settings.dump)
+    with _state.lock:
+        running = _state.ahead is not None and not _state.ahead.join(0)
+        if running or _state.ahead_for == wanted:
+            return
+        _state.ahead_for = wanted
+        _state.ahead = Ahead(
+            _pool.pool(workers or _patched.workers()),
+            functools.partial(_arch_of_target, target),
+            functools.partial(_probe_job, settings),
+            lambda job: _runtime.engine().make_pch(job),
+        )
+
+
+def _arch_of_target(target: object) -> tuple[str, list[str]]:
+    """The architecture and code list TileLang compiles ``target`` for (``"auto"``: the
+    GPU's, as TileLang finds it; a ValueError without one)."""
+    from tilelang.backend.target import determine_target
+
+    return _arch_of(determine_target(target, return_object=True))
+
+
+def _probe_job(settings: _Settings, source: str, arch: str, codes: list[str]) -> CompileJob:
+    """The job :func:`compile_cuda` would make of ``source`` (TileLang's default pass
+    config: an autotune's, unless told otherwise)."""
+    return make_job(
+        source,
+        arch,
+        codes,
+        PassConfig.read(None),
+        backend="nvrtc",
+        pch=True,
+        dump=settings.dump,
+        paths=_paths(),
+    )
 
 
 def unregister() -> None:
@@ -296,7 +353,9 @@ def shutdown() -> None:
     """Close the process-wide engine and end the lowering workers now (also done at
     interpreter exit); the next compile starts a fresh engine, the next autotune fresh
     workers."""
-    from . import _pool
-
     _pool.close()
     _runtime.shutdown()
+    ahead = _state.ahead
+    if ahead is not None:  # its worker and engine are gone: it ends at once
+        ahead.join()
+        _state.ahead, _state.ahead_for = None, None

@@ -16,11 +16,12 @@ same text when it does not pickle), so the parent raises it where TileLang would
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._transport import Packed, as_main, unpack
@@ -128,9 +129,28 @@ def warm_up(sys_path: list[str]) -> None:
     from tilelang import env
 
     env.disable_cache()
-    for name in ("tilelang.engine.lower", "tilelang.autotuner.grouped_compile"):
+    for name in _CAPTURED:
         module = importlib.import_module(name)  # `tilelang.engine.lower` is also a function
+        _originals[name] = module.lower_to_host_device_ir
         setattr(module, "lower_to_host_device_ir", _capture(module.lower_to_host_device_ir))  # noqa: B010
+
+
+_CAPTURED = ("tilelang.engine.lower", "tilelang.autotuner.grouped_compile")
+_originals: dict[str, Callable[..., Any]] = {}  # TileLang's own, once warm_up captured them
+
+
+@contextlib.contextmanager
+def uncaptured() -> Iterator[None]:
+    """TileLang's lowering whole again, for a task that wants its source
+    (:mod:`._pch_ahead`'s probe); captured again after."""
+    captured = {name: sys.modules[name].lower_to_host_device_ir for name in _originals}
+    for name, original in _originals.items():
+        setattr(sys.modules[name], "lower_to_host_device_ir", original)  # noqa: B010
+    try:
+        yield
+    finally:
+        for name, wrapped in captured.items():
+            setattr(sys.modules[name], "lower_to_host_device_ir", wrapped)  # noqa: B010
 
 
 def lower(packed: Packed) -> Lowered | Raised:

@@ -89,18 +89,20 @@ def _register_early(argv: list[str]) -> float:
         sys.exit(f"--register-early: the first of --modes must be an asynccomp mode, not {mode!r}")
     os.environ["ASYNCCOMP_SERVER"] = "auto" if "--server" in argv else "off"
     os.environ["ASYNCCOMP_CACHE_DIR"] = tempfile.mkdtemp(prefix="tl-sweep-cache-")
-    _register(mode)
+    _register(mode, argv[argv.index("--arch") + 1] if "--arch" in argv else "sm_90a")
     return started
 
 
-def _register(mode: str) -> None:
-    """``asynccomp.tilelang.register()`` as asynccomp ``mode`` asks."""
+def _register(mode: str, arch: str) -> None:
+    """``asynccomp.tilelang.register()`` as asynccomp ``mode`` asks: for the GPU's target
+    (TileLang's "auto", a user's default) where there is a GPU, else for ``arch``."""
     import asynccomp.tilelang as atl
 
     atl.register(
         backend="nvcc" if mode.startswith("asynccomp-nvcc") else "nvrtc",
         pch="nopch" not in mode,
         lower_in_workers="inprocess" not in mode,
+        target="auto" if shutil.which("nvidia-smi") else {"kind": "cuda", "arch": arch},
     )
 
 
@@ -282,7 +284,7 @@ def run_mode(
     cache = os.environ["ASYNCCOMP_CACHE_DIR"]
     RUN_MODES.append(mode)
     if mode.startswith("asynccomp"):
-        _register(mode)
+        _register(mode, args.arch)
         recorder = Recorder(atl.tilelang_callback_cuda_compile)
     elif mode == "lowering-only":
         atl.unregister()
@@ -387,6 +389,14 @@ def run_mode(
         # On the compile server: its counts since it started (made ahead from the last
         # server's hints included), asked before this mode's engine closes.
         row["pch"] = pool.pch_counts() if pool is not None else _server_pch()
+        from asynccomp.tilelang import _facade
+
+        ahead = _facade._state.ahead  # register()'s PCH made ahead: made, and when
+        if ahead is not None and ahead.ended_at is not None and first_start is not None:
+            row["pch_ahead"] = {
+                "made": ahead.made,
+                "before_s": round(first_start - ahead.ended_at, 2),
+            }
     atl.shutdown()
     shutil.rmtree(cache, ignore_errors=True)
     return row, kernels, recorder.binaries
