@@ -15,9 +15,10 @@ for CUDA). One line replaces TileLang's own with this one::
   records.
 - **NVRTC** (``register(backend="nvrtc")``, opt-in): TileLang's NVRTC form of the
   source and its options rendered for NVRTC, compiled in NVRTC worker processes that
-  keep a precompiled header of TileLang's headers (``pch=True``); the architecture is
-  always the target's. **Not the same SASS as nvcc**: another compiler (close; check
-  your kernels).
+  keep a precompiled header of TileLang's headers (``pch=True``; the one of its GEMM
+  headers made as :func:`register` returns, for ``register(target=...)``:
+  :mod:`._pch_ahead`); the architecture is always the target's. **Not the same SASS as
+  nvcc**: another compiler (close; check your kernels).
 - **The engine**: the process-wide one :mod:`asynccomp.tvm` uses, on this user's compile
   server by default (``ASYNCCOMP_SERVER=off``: in this process), so every thread and
   process TileLang compiles from (``par_compile``, the autotuner's pool, grouped
