@@ -358,11 +358,12 @@ class NvrtcWorkers:
         from a hint; until it is made, a job that needs it waits for it (at most
         :data:`AHEAD_WAIT` seconds) instead of compiling without one. Whether the workers
         share that PCH when this returns: ``False`` for a job without ``-pch``, workers
-        that do not share (spawned), a PCH a job is making now (it will be shared), and a
+        that do not share (spawned), a PCH a job is making now (it will be shared) or one
+        that workers keep as their own (not shared: past the bound, refused), and a
         prefix that does not compile (logged). A second call while one makes it waits
         for that one."""
         key = pch_key(prepared)
-        if key is None or not self._share_pch or key in self._making:
+        if key is None or not self._share_pch or key in self._making or key in self._private:
             await anyio.lowlevel.checkpoint()
             return False
         waiting = self._ahead.get(key)
