@@ -27,7 +27,7 @@ from asynccomp import CompileError, CompileJob, CompileResult, CompileTimeout  #
 from asynccomp.backends._nvrtc_pch_hints import AHEAD_ENV  # noqa: E402
 from asynccomp.errors import EmptyOutput, WorkerCrashed  # noqa: E402
 from asynccomp.tilelang._errors import message_for  # noqa: E402
-from asynccomp.tilelang._pch_ahead import Ahead  # noqa: E402
+from asynccomp.tilelang._pch_ahead import Ahead, gemm  # noqa: E402
 from asynccomp.toolkit import find_toolkit  # noqa: E402
 
 from .sass import cuobjdump, sass  # noqa: E402
@@ -36,29 +36,8 @@ TARGET = {"kind": "cuda", "arch": "sm_90a"}
 needs_nvcc = pytest.mark.skipif(find_toolkit().nvcc is None, reason="nvcc is not installed")
 
 
-def matmul(block_m: int, block_n: int, block_k: int = 32, stages: int = 2) -> Any:
-    """TileLang's classic matmul (fp16 in, fp32 accumulate) on a 256^3 problem."""
-    size = 256
-
-    # TileLang's annotations are calls, which mypy cannot read.
-    @T.prim_func  # type: ignore[untyped-decorator]
-    def main(
-        A: T.Tensor((size, size), "float16"),  # type: ignore[valid-type]
-        B: T.Tensor((size, size), "float16"),  # type: ignore[valid-type]
-        C: T.Tensor((size, size), "float16"),  # type: ignore[valid-type]
-    ) -> None:
-        with T.Kernel(T.ceildiv(size, block_n), T.ceildiv(size, block_m), threads=128) as (bx, by):
-            a = T.alloc_shared((block_m, block_k), "float16")
-            b = T.alloc_shared((block_k, block_n), "float16")
-            c = T.alloc_fragment((block_m, block_n), "float32")
-            T.clear(c)
-            for k in T.Pipelined(T.ceildiv(size, block_k), num_stages=stages):
-                T.copy(A[by * block_m, k * block_k], a)
-                T.copy(B[k * block_k, bx * block_n], b)
-                T.gemm(a, b, c)
-            T.copy(c, C[by * block_m, bx * block_n])
-
-    return main
+#: TileLang's classic matmul on a 256^3 problem (the PCH probe's kernel).
+matmul = gemm
 
 
 @pytest.fixture

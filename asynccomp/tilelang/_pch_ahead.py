@@ -31,7 +31,7 @@ from ..job import CompileJob
 from ..workers import WorkerPool
 from ._lowering import uncaptured
 
-__all__ = ("Ahead", "probe_source")
+__all__ = ("Ahead", "gemm", "probe_source")
 
 logger = logging.getLogger("asynccomp.tilelang")
 
@@ -40,15 +40,17 @@ logger = logging.getLogger("asynccomp.tilelang")
 PROBE_TIMEOUT = 120.0
 
 
-def _gemm() -> Any:
-    """TileLang's classic fp16 GEMM (fp32 accumulate), small: its header lines are those
-    of every GEMM-like kernel for the target."""
+def gemm(block_m: int = 64, block_n: int = 64, block_k: int = 32, stages: int = 2) -> Any:
+    """TileLang's classic matmul (fp16 in, fp32 accumulate) on a 256^3 problem: the
+    probe's kernel, whose header lines are those of every GEMM-like kernel for its
+    target (the tests' kernel too)."""
     import tilelang.language as T
 
-    size, block_m, block_n, block_k = 256, 64, 64, 32
+    size = 256
 
+    # TileLang's annotations are calls, which mypy cannot read.
     @T.prim_func  # type: ignore[untyped-decorator]
-    def asynccomp_pch_probe(
+    def main(
         A: T.Tensor((size, size), "float16"),  # type: ignore[valid-type]
         B: T.Tensor((size, size), "float16"),  # type: ignore[valid-type]
         C: T.Tensor((size, size), "float16"),  # type: ignore[valid-type]
@@ -58,24 +60,24 @@ def _gemm() -> Any:
             b = T.alloc_shared((block_k, block_n), "float16")
             c = T.alloc_fragment((block_m, block_n), "float32")
             T.clear(c)
-            for k in T.Pipelined(T.ceildiv(size, block_k), num_stages=2):
+            for k in T.Pipelined(T.ceildiv(size, block_k), num_stages=stages):
                 T.copy(A[by * block_m, k * block_k], a)
                 T.copy(B[k * block_k, bx * block_n], b)
                 T.gemm(a, b, c)
             T.copy(c, C[by * block_m, bx * block_n])
 
-    return asynccomp_pch_probe
+    return main
 
 
 def probe_source(arch: str) -> str:
-    """A lowering worker's task: the CUDA source TileLang generates for :func:`_gemm` on
+    """A lowering worker's task: the CUDA source TileLang generates for :func:`gemm` on
     ``arch`` (codegen only: nothing compiled)."""
     import tilelang
     from tvm.target import Target
 
     target = Target({"kind": "cuda", "arch": arch})
     with uncaptured(), target:
-        return str(tilelang.lower(_gemm(), target=target).kernel_source)
+        return str(tilelang.lower(gemm(), target=target).kernel_source)
 
 
 class Ahead:
