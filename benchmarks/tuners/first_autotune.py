@@ -84,18 +84,22 @@ def main() -> int:
                     "best": mode["best_config"],
                     "lowering": mode.get("lowering"),
                     "registered_before_s": mode.get("registered_before_s"),
+                    "pch": mode.get("pch"),
+                    "pch_ahead": mode.get("pch_ahead"),
                 }
                 rows.append(row)
-                print(
-                    f"process {number} {mode['mode']}: autotunes {mode['wall_s_per_pass']} s, "
-                    f"load {row['load']:.2f}, lowering pool {row['lowering']}"
-                    + (
-                        f", registered {row['registered_before_s']} s before"
-                        if row["registered_before_s"] is not None
-                        else ""
-                    ),
-                    flush=True,
-                )
+                said = [
+                    f"process {number} {mode['mode']}: autotunes {mode['wall_s_per_pass']} s",
+                    f"load {row['load']:.2f}",
+                    f"lowering pool {row['lowering']}",
+                ]
+                if row["registered_before_s"] is not None:
+                    said.append(f"registered {row['registered_before_s']} s before")
+                if row["pch"] is not None:
+                    said.append(f"PCHs {row['pch']}")
+                if row["pch_ahead"] is not None:  # made at register(): whether, and when
+                    said.append(f"PCH made at register() {row['pch_ahead']}")
+                print(", ".join(said), flush=True)
     finally:
         _stop()
     (args.out / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
