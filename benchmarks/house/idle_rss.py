@@ -14,6 +14,7 @@ next tuning process of the machine) is reported beside it, then stopped.
     python -m benchmarks.house.idle_rss --tuner tvm                 # register() only
     python -m benchmarks.house.idle_rss --tuner tvm --compile       # and one compile
     python -m benchmarks.house.idle_rss --tuner tilelang --json out.json
+    python -m benchmarks.house.idle_rss --tuner tilelang --nvrtc-arch sm_90a  # NVRTC, PCH
 
 Before and after a change: run it with ``PYTHONPATH`` pointing at each checkout's
 folder (the child inherits it), and with the Python of a virtual environment that has
@@ -36,12 +37,18 @@ import psutil
 
 _CHILD = """
 import sys, time
-tuner, compile_one = sys.argv[1], sys.argv[2] == "1"
+tuner, compile_one, nvrtc_arch = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
 if tuner == "tvm":
     import asynccomp.tvm as client
 else:
     import asynccomp.tilelang as client
-client.register()
+if nvrtc_arch:  # TileLang on NVRTC: its PCH made at register(), waited for
+    client.register(backend="nvrtc", target={"kind": "cuda", "arch": nvrtc_arch})
+    from asynccomp.tilelang import _facade
+    if _facade._state.ahead is not None:
+        _facade._state.ahead.join()
+else:
+    client.register()
 if compile_one:
     import asynccomp.tvm
     src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }'
@@ -85,10 +92,12 @@ def _servers_since(started: float) -> list[psutil.Process]:
     return found
 
 
-def measure(python: str, tuner: str, compile_one: bool, settle: float) -> dict[str, Any]:
+def measure(
+    python: str, tuner: str, compile_one: bool, settle: float, nvrtc_arch: str = ""
+) -> dict[str, Any]:
     wall = time.time()
     child = subprocess.Popen(
-        [python, "-c", _CHILD, tuner, "1" if compile_one else "0"],
+        [python, "-c", _CHILD, tuner, "1" if compile_one else "0", nvrtc_arch],
         stdout=subprocess.PIPE,
         text=True,
         env=os.environ.copy(),
@@ -123,9 +132,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile", action="store_true", help="compile one kernel first")
     parser.add_argument("--settle", type=float, default=10.0, help="idle seconds first")
     parser.add_argument("--python", default=sys.executable, help="the child's Python")
+    parser.add_argument(
+        "--nvrtc-arch",
+        default="",
+        help="TileLang: register(backend='nvrtc') for this architecture (e.g. sm_90a), its "
+        "PCH made at register() waited for ($ASYNCCOMP_PCH_AHEAD=off: none)",
+    )
     parser.add_argument("--json", type=Path, help="write the result here")
     args = parser.parse_args(argv)
-    result = measure(args.python, args.tuner, args.compile, args.settle)
+    if args.nvrtc_arch and args.tuner != "tilelang":
+        parser.error("--nvrtc-arch is TileLang's (--tuner tilelang)")
+    result = measure(args.python, args.tuner, args.compile, args.settle, args.nvrtc_arch)
     result["pythonpath"] = os.environ.get("PYTHONPATH", "")
     print(
         f"{args.tuner}{' + one compile' if args.compile else ''}: ready in {result['ready_s']} s;"
