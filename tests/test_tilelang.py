@@ -307,6 +307,14 @@ def test_register_needs_a_known_backend() -> None:
     assert not atl.registered()
 
 
+def test_register_refuses_a_target_tilelang_refuses() -> None:
+    with pytest.raises(ValueError, match="target 'nonsense'"):
+        atl.register(backend="nvrtc", target="nonsense")
+    with pytest.raises(ValueError, match="'arch': '90'"):
+        atl.register(target={"kind": "cuda", "arch": "90"})
+    assert not atl.registered()
+
+
 def test_register_starts_the_workers_before_tilelang_and_the_engine_with_them(
     results: list[CompileResult], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -261,6 +261,9 @@ def register(
     _import_tilelang()
     import tvm_ffi
 
+    # A target given is checked now (a bad one is the caller's error, not a log line);
+    # "auto" asks the GPU, in the background (_pch_ahead).
+    arch = None if isinstance(target, str) and target == "auto" else _arch_of_target(target)
     register_errors()
     settings = _Settings(
         backend=backend,
@@ -282,12 +285,14 @@ def register(
     # imports (benchmarks/RESULTS.md, thirteenth session).
     _runtime.start_in_background()
     if lower_in_workers and pch and _backend(settings) == "nvrtc" and ahead_enabled():
-        _make_pch_ahead(settings, target, lowering_workers)
+        _make_pch_ahead(settings, target, arch, lowering_workers)
 
 
-def _make_pch_ahead(settings: _Settings, target: object, workers: int | None) -> None:
-    """Start :class:`~._pch_ahead.Ahead` unless one runs, or one was made for the same
-    target and settings."""
+def _make_pch_ahead(
+    settings: _Settings, target: object, arch: tuple[str, list[str]] | None, workers: int | None
+) -> None:
+    """Start :class:`~._pch_ahead.Ahead` (for ``arch``; ``None``: ``target``'s, found in
+    the background) unless one runs, or one was made for the same target and settings."""
     wanted = (repr(target), settings.dump)
     with _state.lock:
         running = _state.ahead is not None and not _state.ahead.join(0)
@@ -296,7 +301,7 @@ def _make_pch_ahead(settings: _Settings, target: object, workers: int | None) ->
         _state.ahead_for = wanted
         _state.ahead = Ahead(
             _pool.pool(workers or _patched.workers()),
-            functools.partial(_arch_of_target, target),
+            functools.partial(_arch_of_target, target) if arch is None else lambda: arch,
             functools.partial(_probe_job, settings),
             lambda job: _runtime.engine().make_pch(job),
         )
@@ -304,10 +309,15 @@ def _make_pch_ahead(settings: _Settings, target: object, workers: int | None) ->
 
 def _arch_of_target(target: object) -> tuple[str, list[str]]:
     """The architecture and code list TileLang compiles ``target`` for (``"auto"``: the
-    GPU's, as TileLang finds it; a ValueError without one)."""
+    GPU's, as TileLang finds it); a ValueError naming a target TileLang refuses (it
+    asserts) or one without a GPU to ask."""
     from tilelang.backend.target import determine_target
 
-    return _arch_of(determine_target(target, return_object=True))
+    try:
+        found = determine_target(target, return_object=True)
+    except AssertionError as exc:
+        raise ValueError(f"target {target!r}: {exc}") from None
+    return _arch_of(found)
 
 
 def _probe_job(settings: _Settings, source: str, arch: str, codes: list[str]) -> CompileJob:
