@@ -8,8 +8,8 @@ events (a job started, a job's outcome) are gathered as they happen and go back 
 ``results`` messages, as many as the session's writer finds ready at once in one
 message (of at most :data:`PACK_BYTES`), the last saying ``end``: a one-job call
 answered from the cache is one message in and one out. ``cancel`` stops a call (and
-nobody else's); ``warm_up``, ``make_pch``, ``status`` and ``stop`` are answered by id, while calls
-run.
+nobody else's); ``warm_up``, ``make_pch``, ``status`` and ``stop`` are answered by id,
+while calls run.
 
 A request of the wrong shape, or a job this server will not run, is refused with an
 ``error`` naming the request; the connection goes on.
