@@ -307,11 +307,14 @@ def test_register_needs_a_known_backend() -> None:
     assert not atl.registered()
 
 
-def test_register_refuses_a_target_tilelang_refuses() -> None:
+def test_register_refuses_a_target_tilelang_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target register() makes the PCH for: one TileLang refuses is a ValueError
+    then, before anything is registered."""
+    monkeypatch.setenv(AHEAD_ENV, "on")
     with pytest.raises(ValueError, match="target 'nonsense'"):
         atl.register(backend="nvrtc", target="nonsense")
     with pytest.raises(ValueError, match="'arch': '90'"):
-        atl.register(target={"kind": "cuda", "arch": "90"})
+        atl.register(backend="nvrtc", target={"kind": "cuda", "arch": "90"})
     assert not atl.registered()
 
 

@@ -379,6 +379,18 @@ def test_shutdown_waits_for_a_background_start_and_leaves_no_engine() -> None:
     assert compile_cuda(scale_kernel(2.0), arch="sm_90a")[:4] == ELF
 
 
+def test_a_task_from_before_a_shutdown_starts_no_engine_after_it() -> None:
+    """What a background task of the facades (TileLang's PCH made at register()) asks
+    for: the engine, unless shutdown() came since it began; then none is started."""
+    since = _runtime.generation()
+    running = _runtime.engine_unless_shut(since)
+    assert running is not None and _runtime.engine() is running
+    asynccomp.tvm.shutdown()
+    assert _runtime.engine_unless_shut(since) is None
+    assert _runtime._runtime.engine is None
+    assert _runtime.engine_unless_shut(_runtime.generation()) is not None  # a new one
+
+
 def test_prefetch_makes_the_callbacks_cache_hits() -> None:
     sources = [scale_kernel(float(i), name=f"k{i}") for i in range(3)]
     asynccomp.tvm.prefetch(sources)

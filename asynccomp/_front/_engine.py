@@ -356,18 +356,23 @@ class Engine(EngineView):
         A PCH covers a source's leading ``#include`` lines and the job's options, so
         ``job`` stands for every job with the same ones: one worker compiles its header
         lines and an empty kernel, and the jobs that need that PCH meanwhile wait for it
-        instead of compiling without one. Call it when the headers are known before the
-        kernels are (a tuner's template, at start-up); each compile after uses the PCH::
+        (up to 30 s) instead of compiling without one. Once asked for, the PCH is the
+        engine's: cancelling this call does not stop it. Call it when the headers are
+        known before the kernels are (a tuner's template, at start-up); each compile
+        after uses the PCH::
 
             job = CompileJob(kernel_source, arch="sm_90a", backend="nvrtc", pch=True)
             await engine.make_pch(job)   # True: the workers share its PCH
 
-        ``False`` (and nothing made) where no PCH can be shared: a job without ``pch``,
-        another backend, NVRTC in threads or spawned workers, a Ray executor, a PCH
-        being made by a job already; also a prefix that does not compile (logged; the
-        job's own compile reports the error). Raises what the job's compile would for
-        a job that cannot run at all: :class:`~asynccomp.InvalidJob`,
-        :class:`~asynccomp.errors.ArchitectureNotFound`, a missing compiler.
+        ``False`` where no PCH is shared: nothing is made for a job without ``pch``,
+        another backend, NVRTC in threads, a Ray executor, or a PCH a job is making
+        already; workers that cannot share (spawned, not forked) make one for the
+        worker that compiled it; a prefix that does not compile is logged (the job's
+        own compile reports the error). Raises what the job's compile would for a job
+        that cannot run at all: :class:`~asynccomp.InvalidJob`,
+        :class:`~asynccomp.errors.ArchitectureNotFound`, a missing compiler; on a
+        compile server, :class:`~asynccomp.ServerError` for one it refuses or a
+        connection lost.
         """
         (checked,) = self._check_jobs([job])
         return await self._guarded(lambda parts: parts.front.make_pch(checked))

@@ -154,6 +154,10 @@ class NvrtcWorkers:
         self._making: set[str] = set()  # keys a job may be making the shared PCH of
         self._private: set[str] = set()  # keys whose PCH a worker holds (not shared)
         self._shared: set[str] = set()  # keys whose PCH the workers share (published)
+        # Where PCHs asked for by make_pch are made: the backend's, so that one outlives
+        # the call that asked (a client of a compile server that leaves, a cancelled
+        # caller): others' jobs may be waiting for it. None: in the caller's task.
+        self._task_group: anyio.abc.TaskGroup | None = None
         self._root: Path | None = None  # made, and swept, at the first start
         # The workers' shared PCH files: a folder beside theirs (they make it).
         self._shared_name: str | None = None
@@ -331,6 +335,11 @@ class NvrtcWorkers:
         except OSError as exc:
             logger.info("asynccomp: no PCH hint written in %s: %s", self.hints.folder, exc)
 
+    def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """As the backend starts: PCHs :meth:`make_pch` makes are made in
+        ``task_group`` (it lives until the backend closes), not in the asking task."""
+        self._task_group = task_group
+
     async def start_ahead(self, task_group: anyio.abc.TaskGroup) -> None:
         """Read the hints (:mod:`._nvrtc_pch_hints`) and start making the newest ones'
         PCHs again in ``task_group``, one worker each; until each is made, a job that
@@ -367,13 +376,16 @@ class NvrtcWorkers:
             await anyio.lowlevel.checkpoint()
             return False
         waiting = self._ahead.get(key)
-        if waiting is not None:
-            await waiting.wait()
-        elif key not in self._shared:
-            self._ahead[key] = anyio.Event()
-            await self._make_ahead(ahead_compile(prepared), key)
-        else:
+        if waiting is None and key not in self._shared:
+            self._ahead[key] = waiting = anyio.Event()
+            if self._task_group is None:
+                await self._make_ahead(ahead_compile(prepared), key)
+            else:
+                self._task_group.start_soon(self._make_ahead, ahead_compile(prepared), key)
+        if waiting is None:
             await anyio.lowlevel.checkpoint()
+        else:
+            await waiting.wait()
         return key in self._shared
 
     async def _make_ahead(self, prepared: PreparedCompile, key: str) -> None:

@@ -205,6 +205,8 @@ class NvrtcBackend(CompilerBackend):
         swept = await anyio.to_thread.run_sync(sweep_stale_auto_pch)
         if swept:
             logger.info("asynccomp: removed %d stale NVRTC PCH folders", len(swept))
+        if self.pool is not None:
+            self.pool.start(task_group)
         if self.pool is not None and self._warmup is not None:
             self.pool.prime()  # NVRTC loaded once, in the background, for every worker
             if ahead_enabled():  # the PCHs a compile server's workers made last time

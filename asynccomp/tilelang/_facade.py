@@ -246,14 +246,22 @@ def register(
         target: with NVRTC and ``pch`` (and ``lower_in_workers``), the precompiled
             header of TileLang's GEMM headers is made now, in the background, for this
             target (TileLang's ``target=``: ``"auto"``, the GPU's as TileLang finds it,
-            or e.g. ``{"kind": "cuda", "arch": "sm_90a"}``), so that the first
-            autotune's kernels find it made (:mod:`asynccomp.tilelang._pch_ahead`;
-            ``$ASYNCCOMP_PCH_AHEAD=off``: not).
+            or e.g. ``{"kind": "cuda", "arch": "sm_90a"}``; one TileLang refuses is a
+            ``ValueError``), so that the first autotune's kernels find it made
+            (:mod:`asynccomp.tilelang._pch_ahead`; ``$ASYNCCOMP_PCH_AHEAD=off``: not).
+            Unused otherwise.
     """
     if lowering_workers is not None and lowering_workers < 1:
         raise ValueError(f"lowering_workers must be at least 1, got {lowering_workers}")
     if backend not in (None, "nvcc", "nvrtc"):
         raise ValueError(f"backend must be 'nvcc', 'nvrtc' or None, got {backend!r}")
+    # (A bad $ASYNCCOMP_TILELANG_BACKEND is refused here, before anything changes.)
+    ahead = (
+        lower_in_workers
+        and pch
+        and _backend(_Settings(backend=backend)) == "nvrtc"
+        and ahead_enabled()
+    )
     if lower_in_workers and importlib.util.find_spec("tilelang") is not None:
         # The workers' template imports TileLang while this process does (a register()
         # before `import tilelang` pays TileLang's import once, in parallel).
@@ -261,9 +269,10 @@ def register(
     _import_tilelang()
     import tvm_ffi
 
-    # A target given is checked now (a bad one is the caller's error, not a log line);
-    # "auto" asks the GPU, in the background (_pch_ahead).
-    arch = None if isinstance(target, str) and target == "auto" else _arch_of_target(target)
+    # A target given for the PCH is checked now (a bad one is the caller's error, not a
+    # log line); "auto" asks the GPU, in the background (_pch_ahead).
+    auto = isinstance(target, str) and target == "auto"
+    arch = _arch_of_target(target) if ahead and not auto else None
     register_errors()
     settings = _Settings(
         backend=backend,
@@ -284,7 +293,7 @@ def register(
     # warm-up here showed no gain on 2 cores, where it competes with the two TileLang
     # imports (benchmarks/RESULTS.md, thirteenth session).
     _runtime.start_in_background()
-    if lower_in_workers and pch and _backend(settings) == "nvrtc" and ahead_enabled():
+    if ahead:
         _make_pch_ahead(settings, target, arch, lowering_workers)
 
 
@@ -303,8 +312,15 @@ def _make_pch_ahead(
             _pool.pool(workers or _patched.workers()),
             functools.partial(_arch_of_target, target) if arch is None else lambda: arch,
             functools.partial(_probe_job, settings),
-            lambda job: _runtime.engine().make_pch(job),
+            functools.partial(_make_pch, _runtime.generation()),
         )
+
+
+def _make_pch(since: int, job: CompileJob) -> bool:
+    """The facade engine's ``make_pch(job)``; ``False`` if :func:`shutdown` came since
+    ``since`` (a PCH made ahead never starts an engine after it)."""
+    engine = _runtime.engine_unless_shut(since)
+    return False if engine is None else engine.make_pch(job)
 
 
 def _arch_of_target(target: object) -> tuple[str, list[str]]:
@@ -363,9 +379,11 @@ def shutdown() -> None:
     """Close the process-wide engine and end the lowering workers now (also done at
     interpreter exit); the next compile starts a fresh engine, the next autotune fresh
     workers."""
+    with _state.lock:
+        ahead, _state.ahead, _state.ahead_for = _state.ahead, None, None
     _pool.close()
     _runtime.shutdown()
-    ahead = _state.ahead
-    if ahead is not None:  # its worker and engine are gone: it ends at once
+    if ahead is not None:
+        # Its probe's worker is gone, and it starts no engine now: it ends at once, or
+        # once the PCH it was making is made (closing the engine waits for its calls).
         ahead.join()
-        _state.ahead, _state.ahead_for = None, None

@@ -54,7 +54,9 @@ __all__ = (
     "SERVER_ENV",
     "compile_job",
     "engine",
+    "engine_unless_shut",
     "fast_path_from_environment",
+    "generation",
     "server_from_environment",
     "shutdown",
     "start_in_background",
@@ -112,6 +114,23 @@ def engine() -> SyncEngine:
     if running is not None:
         return running
     with runtime.lock:
+        return _engine_locked(runtime)
+
+
+def generation() -> int:
+    """How many times :func:`shutdown` has run: a caller that keeps it can tell whether
+    one came since (:func:`engine_unless_shut`)."""
+    return _runtime.generation
+
+
+def engine_unless_shut(since: int) -> SyncEngine | None:
+    """The running facade engine, started now if there is none, unless :func:`shutdown`
+    came since :func:`generation` said ``since`` (``None``: a background task from
+    before it starts no engine after it, at interpreter exit least of all)."""
+    runtime = _runtime
+    with runtime.lock:
+        if runtime.generation != since:
+            return None
         return _engine_locked(runtime)
 
 
