@@ -97,6 +97,19 @@ async def unsupported_arch(door: Door) -> Seen:
     return seen([], stats, called.value)
 
 
+async def make_pch_refused(door: Door) -> Seen:
+    """``make_pch`` of a job that cannot run raises what its compile would, before
+    anything runs; of a job without ``pch=True`` nothing is made (False) anywhere."""
+    async with open_door(door, arch=ARCH) as engine:
+        with pytest.raises(InvalidJob, match="sm_999") as called:
+            bad = CompileJob(tagged(scale_kernel()), arch="sm_999", pch=True)
+            await engine._call("make_pch", bad)
+        made = await engine._call("make_pch", CompileJob(tagged(scale_kernel())))
+        stats = await engine.statistics()
+    assert made is False
+    return seen([], stats, called.value)
+
+
 async def refused_batch(door: Door) -> Seen:
     """One bad job refuses the whole batch before any of it runs."""
     good = [CompileJob(tagged(scale_kernel(float(i)))) for i in range(3)]
@@ -316,6 +329,7 @@ CASES: dict[str, Case] = {
     "nvjitlink_backend": nvjitlink_backend,
     "unsupported_arch": unsupported_arch,
     "refused_batch": refused_batch,
+    "make_pch_refused": make_pch_refused,
     "compile_error": compile_error,
     "timeout": timeout,
     "cancelled_call": cancelled_call,
