@@ -111,11 +111,7 @@ class Front:
         outlines, failed = self.planner.outline([job])
         if failed:
             raise _error_of(failed[0][1])
-        try:
-            cwd = str(Path.cwd())
-        except OSError:
-            cwd = "/"
-        plan = self.planner.plan(job, outlines[0], cwd)
+        plan = self.planner.plan(job, outlines[0], _working_folder() or "/")
         if isinstance(plan, CompileResult):
             raise _error_of(plan)
         return await self.runner.make_pch(plan.prepared)
@@ -165,10 +161,7 @@ class _BatchRun:
     async def requests(self, outlines: list[Outline]) -> AsyncGenerator[list[CompileRequest]]:
         """The batch, rendered, in chunks (longest first), as the runner takes them."""
         front, planner = self.front, self.front.planner
-        try:
-            cwd: str | None = str(Path.cwd())
-        except OSError:  # the working folder was removed: relative paths mean nothing
-            cwd = None
+        cwd = _working_folder()
         base_dir = self.base_dir
         for start in range(0, len(outlines), CHUNK):
             if start:
@@ -287,6 +280,15 @@ class _BatchRun:
         for index in self.planned:
             front._running.pop((id(self), index), None)
         self.planned.clear()
+
+
+def _working_folder() -> str | None:
+    """This process's working folder; ``None`` if it was removed (relative paths then
+    mean nothing)."""
+    try:
+        return str(Path.cwd())
+    except OSError:
+        return None
 
 
 def _error_of(result: CompileResult) -> Exception:

@@ -206,11 +206,11 @@ class NvrtcBackend(CompilerBackend):
         if swept:
             logger.info("asynccomp: removed %d stale NVRTC PCH folders", len(swept))
         if self.pool is not None:
-            self.pool.start(task_group)
-        if self.pool is not None and self._warmup is not None:
-            self.pool.prime()  # NVRTC loaded once, in the background, for every worker
-            if ahead_enabled():  # the PCHs a compile server's workers made last time
-                await self.pool.start_ahead(task_group)
+            self.pool.start(task_group)  # where PCHs asked for (make_pch) are made
+            if self._warmup is not None:
+                self.pool.prime()  # NVRTC loaded once, in the background, for every worker
+                if ahead_enabled():  # the PCHs a compile server's workers made last time
+                    await self.pool.start_ahead(task_group)
 
     async def warm_up(self) -> None:
         """Start every worker (processes), or compile a small program (threads: NVRTC
